@@ -15,8 +15,9 @@
 #ifndef _UAPI_LINUX_SVMBATCH_H
 #define _UAPI_LINUX_SVMBATCH_H
 
-#include <linux/types.h>
+#include <linux/const.h>
 #include <linux/ioctl.h>
+#include <linux/types.h>
 
 /* 0xB9 is unused in Documentation/userspace-api/ioctl/ioctl-number.rst. */
 #define SVMBATCH_TYPE 0xB9
@@ -37,9 +38,9 @@ enum {
 };
 
 /* Feature bits reported in svmbatch_info.features. */
-#define SVMBATCH_FEATURE_DMABUF		(1ULL << 0)	/* EXPORT_DMABUF works */
-#define SVMBATCH_FEATURE_STALE_NOTIFY	(1ULL << 1)	/* QUERY reports STALE */
-#define SVMBATCH_FEATURE_FAULT_INJECTION (1ULL << 2)	/* debugfs fail_nth */
+#define SVMBATCH_FEATURE_DMABUF		_BITULL(0)	/* EXPORT_DMABUF works */
+#define SVMBATCH_FEATURE_STALE_NOTIFY	_BITULL(1)	/* QUERY reports STALE */
+#define SVMBATCH_FEATURE_FAULT_INJECTION _BITULL(2)	/* debugfs fail_nth */
 
 /**
  * struct svmbatch_info - ioctl(SVMBATCH_GET_INFO)
@@ -62,10 +63,11 @@ struct svmbatch_info {
 	__u32 max_registrations;
 	__aligned_u64 max_range_bytes;
 };
+
 #define SVMBATCH_GET_INFO _IO(SVMBATCH_TYPE, SVMBATCH_CMD_GET_INFO)
 
 /* Range flags */
-#define SVMBATCH_RANGE_READ_ONLY	(1U << 0)	/* pin without FOLL_WRITE */
+#define SVMBATCH_RANGE_READ_ONLY	_BITUL(0)	/* pin without FOLL_WRITE */
 
 /**
  * struct svmbatch_range - one user virtual address range
@@ -106,6 +108,7 @@ struct svmbatch_register {
 	__u32 error_index;
 	__aligned_u64 nr_pages;
 };
+
 #define SVMBATCH_REGISTER _IO(SVMBATCH_TYPE, SVMBATCH_CMD_REGISTER)
 
 /**
@@ -117,6 +120,7 @@ struct svmbatch_unregister {
 	__u32 size;
 	__u32 handle;
 };
+
 #define SVMBATCH_UNREGISTER _IO(SVMBATCH_TYPE, SVMBATCH_CMD_UNREGISTER)
 
 /**
@@ -153,6 +157,7 @@ struct svmbatch_query {
 	__u32 out_flags;
 	__u32 reserved;
 };
+
 #define SVMBATCH_QUERY _IO(SVMBATCH_TYPE, SVMBATCH_CMD_QUERY)
 
 /* Reserved for a later ABI revision; returns ENOTTY today. */

@@ -1,0 +1,32 @@
+/* SPDX-License-Identifier: GPL-2.0-only */
+/*
+ * The differences between the kernels svmbatch builds against (Debian's
+ * 6.1 and 6.12, and newer trees in-tree) live here and nowhere else.
+ */
+#ifndef SVMBATCH_COMPAT_H
+#define SVMBATCH_COMPAT_H
+
+#include <linux/backing-dev.h>
+#include <linux/fs.h>
+#include <linux/mm.h>
+
+/*
+ * Does writing to this mapping need the filesystem to track dirty pages?
+ * A long-term writable pin of such a mapping lets a device dirty page-cache
+ * pages behind the filesystem's back.  Since 6.5 GUP refuses those pins with
+ * EFAULT (vma_needs_dirty_tracking() in mm/mmap.c, not exported); 6.1 takes
+ * them silently.  svmbatch refuses them itself with EOPNOTSUPP on every
+ * kernel, so the contract does not depend on the kernel version.
+ */
+static inline bool svmbatch_vma_needs_dirty_tracking(struct vm_area_struct *vma)
+{
+	const struct vm_operations_struct *ops = vma->vm_ops;
+
+	if ((vma->vm_flags & (VM_SHARED | VM_WRITE)) != (VM_SHARED | VM_WRITE))
+		return false;
+	if (ops && (ops->page_mkwrite || ops->pfn_mkwrite))
+		return true;
+	return vma->vm_file && mapping_can_writeback(vma->vm_file->f_mapping);
+}
+
+#endif /* SVMBATCH_COMPAT_H */

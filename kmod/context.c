@@ -1,0 +1,191 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Per-open-file context: the opener's mm and the handle table.
+ *
+ * A handle is first reserved (a NULL entry in the allocating xarray), so a
+ * REGISTER can copy its result to user space before the registration
+ * becomes visible; a failed copy then cancels the reservation and nothing
+ * was ever observable.  The table mutex is never held while pinning.
+ */
+#include <linux/atomic.h>
+#include <linux/pid.h>
+#include <linux/sched.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+
+#include "svmbatch_priv.h"
+
+static atomic64_t svmbatch_next_ctx_id = ATOMIC64_INIT(0);
+
+/**
+ * svmbatch_ctx_create() - create the context of a new open file
+ *
+ * Binds the context to the calling process's mm.
+ *
+ * Return: the context or an ERR_PTR().
+ */
+struct svmbatch_ctx *svmbatch_ctx_create(void)
+{
+	struct svmbatch_ctx *ctx;
+
+	if (!current->mm)
+		return ERR_PTR(-EPERM);
+	if (svmbatch_should_fail())
+		return ERR_PTR(-ENOMEM);
+	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT);
+	if (!ctx)
+		return ERR_PTR(-ENOMEM);
+
+	mmgrab(current->mm);
+	ctx->mm = current->mm;
+	mutex_init(&ctx->lock);
+	xa_init_flags(&ctx->regs, XA_FLAGS_ALLOC1);
+	ctx->id = atomic64_inc_return(&svmbatch_next_ctx_id);
+	ctx->tgid = task_tgid_nr(current);
+	svmbatch_clients_add(ctx);
+	atomic64_inc(&svmbatch_stats.contexts);
+	return ctx;
+}
+
+/**
+ * svmbatch_ctx_destroy() - release a context when its file is closed
+ * @ctx: the context
+ *
+ * Drops every handle; the pages of a registration are unpinned once its
+ * last reference is gone.
+ */
+void svmbatch_ctx_destroy(struct svmbatch_ctx *ctx)
+{
+	struct svmbatch_reg *reg;
+	unsigned long handle;
+
+	svmbatch_clients_del(ctx);
+	xa_for_each(&ctx->regs, handle, reg) {
+		xa_erase(&ctx->regs, handle);
+		svmbatch_reg_put(reg);
+	}
+	xa_destroy(&ctx->regs);
+	mutex_destroy(&ctx->lock);
+	mmdrop(ctx->mm);
+	atomic64_dec(&svmbatch_stats.contexts);
+	kfree(ctx);
+}
+
+/**
+ * svmbatch_ctx_reserve() - reserve a handle for a registration
+ * @ctx: the context
+ * @handle: output, the reserved handle
+ *
+ * Return: 0, -ENOSPC when the file already has max_registrations handles,
+ * or -ENOMEM.
+ */
+int svmbatch_ctx_reserve(struct svmbatch_ctx *ctx, u32 *handle)
+{
+	int ret;
+
+	mutex_lock(&ctx->lock);
+	if (ctx->nr_regs >= READ_ONCE(svmbatch_limits.max_registrations)) {
+		ret = -ENOSPC;
+		goto out;
+	}
+	if (svmbatch_should_fail()) {
+		ret = -ENOMEM;
+		goto out;
+	}
+	ret = xa_alloc(&ctx->regs, handle, NULL, xa_limit_32b,
+		       GFP_KERNEL_ACCOUNT);
+	if (ret == -EBUSY)
+		ret = -ENOSPC;
+	if (!ret)
+		ctx->nr_regs++;
+out:
+	mutex_unlock(&ctx->lock);
+	return ret;
+}
+
+/**
+ * svmbatch_ctx_publish() - make a registration visible under its handle
+ * @ctx: the context
+ * @handle: handle from svmbatch_ctx_reserve()
+ * @reg: the registration; the table takes over the caller's reference
+ *
+ * Storing into a reserved slot needs no allocation, so this cannot fail.
+ */
+void svmbatch_ctx_publish(struct svmbatch_ctx *ctx, u32 handle,
+			  struct svmbatch_reg *reg)
+{
+	mutex_lock(&ctx->lock);
+	xa_store(&ctx->regs, handle, reg, GFP_KERNEL);
+	ctx->pinned_pages += reg->nr_pages;
+	mutex_unlock(&ctx->lock);
+}
+
+/**
+ * svmbatch_ctx_cancel() - give back a handle that was never published
+ * @ctx: the context
+ * @handle: handle from svmbatch_ctx_reserve()
+ */
+void svmbatch_ctx_cancel(struct svmbatch_ctx *ctx, u32 handle)
+{
+	mutex_lock(&ctx->lock);
+	xa_release(&ctx->regs, handle);
+	ctx->nr_regs--;
+	mutex_unlock(&ctx->lock);
+}
+
+/**
+ * svmbatch_ctx_get() - look up a registration and take a reference
+ * @ctx: the context
+ * @handle: the handle
+ *
+ * Return: the registration (drop it with svmbatch_reg_put()) or NULL.
+ */
+struct svmbatch_reg *svmbatch_ctx_get(struct svmbatch_ctx *ctx, u32 handle)
+{
+	struct svmbatch_reg *reg;
+
+	mutex_lock(&ctx->lock);
+	reg = xa_load(&ctx->regs, handle);
+	if (reg)
+		kref_get(&reg->ref);
+	mutex_unlock(&ctx->lock);
+	return reg;
+}
+
+/**
+ * svmbatch_ctx_remove() - drop a handle
+ * @ctx: the context
+ * @handle: the handle
+ *
+ * Return: 0 or -ENOENT when no registration has that handle.
+ */
+int svmbatch_ctx_remove(struct svmbatch_ctx *ctx, u32 handle)
+{
+	struct svmbatch_reg *reg;
+
+	mutex_lock(&ctx->lock);
+	reg = xa_load(&ctx->regs, handle);
+	if (!reg) {
+		mutex_unlock(&ctx->lock);
+		return -ENOENT;
+	}
+	xa_erase(&ctx->regs, handle);
+	ctx->nr_regs--;
+	ctx->pinned_pages -= reg->nr_pages;
+	mutex_unlock(&ctx->lock);
+
+	svmbatch_reg_put(reg);
+	return 0;
+}
+
+/**
+ * svmbatch_ctx_note_failure() - count a failed REGISTER
+ * @ctx: the context
+ */
+void svmbatch_ctx_note_failure(struct svmbatch_ctx *ctx)
+{
+	mutex_lock(&ctx->lock);
+	ctx->failed++;
+	mutex_unlock(&ctx->lock);
+	atomic64_inc(&svmbatch_stats.failed_registrations);
+}

@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * svmbatch: pin many scattered user ranges in one transactional ioctl.
+ *
+ * This file owns the misc device, the module parameters and the ioctl
+ * table.  Size checking and copy_struct_from_user() are done once here, so
+ * each command in register.c only sees a fully read command struct.
+ */
+#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
+
+#include <linux/fs.h>
+#include <linux/miscdevice.h>
+#include <linux/module.h>
+#include <linux/sched.h>
+#include <linux/seq_file.h>
+#include <linux/uaccess.h>
+
+#include "svmbatch_priv.h"
+
+struct svmbatch_limits svmbatch_limits = {
+	.max_ranges = 16384,
+	.max_registrations = 65536,
+	.max_range_bytes = 64ULL << 30,
+};
+
+module_param_named(max_ranges, svmbatch_limits.max_ranges, uint, 0644);
+MODULE_PARM_DESC(max_ranges, "Most ranges in one REGISTER (default 16384)");
+module_param_named(max_registrations, svmbatch_limits.max_registrations,
+		   uint, 0644);
+MODULE_PARM_DESC(max_registrations,
+		 "Most live registrations per open file (default 65536)");
+module_param_named(max_range_bytes, svmbatch_limits.max_range_bytes, ullong,
+		   0644);
+MODULE_PARM_DESC(max_range_bytes,
+		 "Longest single range in bytes (default 64 GiB)");
+
+/* Largest command struct; the table below checks each one fits. */
+union svmbatch_ucmd_buffer {
+	struct svmbatch_info info;
+	struct svmbatch_register reg;
+	struct svmbatch_unregister unreg;
+	struct svmbatch_query query;
+};
+
+struct svmbatch_ioctl_op {
+	unsigned int size;
+	unsigned int min_size;
+	unsigned int ioctl_num;
+	int (*execute)(struct svmbatch_ucmd *ucmd);
+};
+
+/* One row per command: SVMBATCH_<_name> is run by _fn with _struct. */
+#define IOCTL_OP(_name, _fn, _struct, _last)				\
+	[SVMBATCH_CMD_##_name - SVMBATCH_CMD_BASE] = {			\
+		.size = sizeof(_struct) +				\
+			BUILD_BUG_ON_ZERO(sizeof(union svmbatch_ucmd_buffer) < \
+					  sizeof(_struct)),		\
+		.min_size = offsetofend(_struct, _last),		\
+		.ioctl_num = SVMBATCH_##_name,				\
+		.execute = _fn,						\
+	}
+
+static const struct svmbatch_ioctl_op svmbatch_ioctl_ops[] = {
+	IOCTL_OP(GET_INFO, svmbatch_get_info, struct svmbatch_info,
+		 max_range_bytes),
+	IOCTL_OP(REGISTER, svmbatch_register,
+		 struct svmbatch_register, nr_pages),
+	IOCTL_OP(UNREGISTER, svmbatch_unregister,
+		 struct svmbatch_unregister, handle),
+	IOCTL_OP(QUERY, svmbatch_query, struct svmbatch_query,
+		 reserved),
+	/* SVMBATCH_EXPORT_DMABUF: reserved, no entry, so ENOTTY. */
+};
+
+/**
+ * svmbatch_ucmd_respond() - copy a command struct back to user space
+ * @ucmd: the command in flight
+ *
+ * Copies at most the size the caller declared, so a caller with an older,
+ * smaller struct never has memory beyond it overwritten.
+ *
+ * Return: 0 or -EFAULT.
+ */
+int svmbatch_ucmd_respond(struct svmbatch_ucmd *ucmd)
+{
+	if (svmbatch_should_fail())
+		return -EFAULT;
+	if (copy_to_user(ucmd->ubuffer, ucmd->cmd,
+			 min_t(size_t, ucmd->user_size, ucmd->cmd_size)))
+		return -EFAULT;
+	return 0;
+}
+
+static long svmbatch_fops_ioctl(struct file *filp, unsigned int cmd,
+				unsigned long arg)
+{
+	struct svmbatch_ctx *ctx = filp->private_data;
+	const struct svmbatch_ioctl_op *op;
+	union svmbatch_ucmd_buffer buf;
+	struct svmbatch_ucmd ucmd = {};
+	unsigned int nr = _IOC_NR(cmd);
+	int ret;
+
+	if (_IOC_TYPE(cmd) != SVMBATCH_TYPE || nr < SVMBATCH_CMD_BASE ||
+	    nr - SVMBATCH_CMD_BASE >= ARRAY_SIZE(svmbatch_ioctl_ops))
+		return -ENOTTY;
+	op = &svmbatch_ioctl_ops[nr - SVMBATCH_CMD_BASE];
+	if (!op->execute || op->ioctl_num != cmd)
+		return -ENOTTY;
+
+	/* Pages are pinned in, and charged to, the opener's mm only. */
+	if (current->mm != ctx->mm)
+		return -EPERM;
+
+	ucmd.ctx = ctx;
+	ucmd.ubuffer = (void __user *)arg;
+	if (svmbatch_should_fail())
+		return -EFAULT;
+	if (get_user(ucmd.user_size, (u32 __user *)ucmd.ubuffer))
+		return -EFAULT;
+	if (ucmd.user_size < op->min_size)
+		return -EINVAL;
+
+	ucmd.cmd = &buf;
+	ucmd.cmd_size = op->size;
+	ret = copy_struct_from_user(ucmd.cmd, op->size, ucmd.ubuffer,
+				    ucmd.user_size);
+	if (ret)
+		return ret;
+	return op->execute(&ucmd);
+}
+
+static int svmbatch_fops_open(struct inode *inode, struct file *filp)
+{
+	struct svmbatch_ctx *ctx;
+
+	ctx = svmbatch_ctx_create();
+	if (IS_ERR(ctx))
+		return PTR_ERR(ctx);
+	filp->private_data = ctx;
+	return 0;
+}
+
+static int svmbatch_fops_release(struct inode *inode, struct file *filp)
+{
+	svmbatch_ctx_destroy(filp->private_data);
+	return 0;
+}
+
+static void svmbatch_fops_show_fdinfo(struct seq_file *m, struct file *filp)
+{
+	svmbatch_show_fdinfo(m, filp->private_data);
+}
+
+static const struct file_operations svmbatch_fops = {
+	.owner = THIS_MODULE,
+	.open = svmbatch_fops_open,
+	.release = svmbatch_fops_release,
+	.unlocked_ioctl = svmbatch_fops_ioctl,
+	.compat_ioctl = compat_ptr_ioctl,
+	.show_fdinfo = svmbatch_fops_show_fdinfo,
+	.llseek = noop_llseek,
+};
+
+static struct miscdevice svmbatch_misc = {
+	.minor = MISC_DYNAMIC_MINOR,
+	.name = "svmbatch",
+	.fops = &svmbatch_fops,
+};
+
+static int __init svmbatch_init(void)
+{
+	int ret;
+
+	/* The uapi layouts are the same on 32- and 64-bit ABIs. */
+	BUILD_BUG_ON(sizeof(struct svmbatch_info) != 40);
+	BUILD_BUG_ON(sizeof(struct svmbatch_range) != 24);
+	BUILD_BUG_ON(sizeof(struct svmbatch_register) != 40);
+	BUILD_BUG_ON(sizeof(struct svmbatch_unregister) != 8);
+	BUILD_BUG_ON(sizeof(struct svmbatch_query) != 72);
+
+	svmbatch_debugfs_init();
+	ret = misc_register(&svmbatch_misc);
+	if (ret) {
+		svmbatch_debugfs_exit();
+		return ret;
+	}
+	return 0;
+}
+
+static void __exit svmbatch_exit(void)
+{
+	misc_deregister(&svmbatch_misc);
+	svmbatch_debugfs_exit();
+}
+
+module_init(svmbatch_init);
+module_exit(svmbatch_exit);
+
+MODULE_DESCRIPTION("Transactional batch pinning of scattered user memory");
+MODULE_LICENSE("GPL");

@@ -1,0 +1,341 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Pinning, RLIMIT_MEMLOCK accounting and the registration object.
+ *
+ * Pages are pinned with pin_user_pages_fast(FOLL_LONGTERM) through a scratch
+ * array of at most 64 KiB and immediately folded into runs of physically
+ * contiguous pages, so a THP- or hugetlb-backed GiB costs a few KiB of
+ * metadata instead of one pointer per page.  Every step can fail part way;
+ * svmbatch_reg_abort() then unpins whatever was pinned.
+ */
+#include <linux/capability.h>
+#include <linux/mm.h>
+#include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
+#include <linux/slab.h>
+
+#include "svmbatch_priv.h"
+
+/* 64 KiB of page pointers per pin_user_pages_fast() call. */
+#define SVMBATCH_PIN_CHUNK	(SZ_64K / sizeof(struct page *))
+
+/* State of one svmbatch_reg_pin() call. */
+struct svmbatch_pinner {
+	struct svmbatch_reg *reg;
+	struct page **pages;
+	unsigned int pages_len;
+	u64 total_pages;
+	struct folio *last_folio;
+};
+
+/**
+ * svmbatch_account_charge() - charge pinned pages to an mm
+ * @mm: the mm whose pinned_vm (VmPin) grows
+ * @npages: pages to charge
+ *
+ * Like RDMA's ib_umem_get(): the charge is checked against RLIMIT_MEMLOCK
+ * unless the caller has CAP_IPC_LOCK.
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int svmbatch_account_charge(struct mm_struct *mm, u64 npages)
+{
+	u64 limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
+	u64 pinned;
+
+	if (svmbatch_should_fail())
+		return -ENOMEM;
+	pinned = atomic64_add_return(npages, &mm->pinned_vm);
+	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
+		atomic64_sub(npages, &mm->pinned_vm);
+		return -ENOMEM;
+	}
+	return 0;
+}
+
+/**
+ * svmbatch_account_uncharge() - undo svmbatch_account_charge()
+ * @mm: the mm charged
+ * @npages: exactly the number of pages charged
+ */
+void svmbatch_account_uncharge(struct mm_struct *mm, u64 npages)
+{
+	atomic64_sub(npages, &mm->pinned_vm);
+}
+
+/**
+ * svmbatch_reg_alloc() - allocate an empty registration
+ * @nr_ranges: number of caller ranges it will hold
+ *
+ * The registration is bound to the current mm (mmgrab'd).
+ *
+ * Return: the registration or NULL.
+ */
+struct svmbatch_reg *svmbatch_reg_alloc(u32 nr_ranges)
+{
+	struct svmbatch_reg *reg;
+
+	if (svmbatch_should_fail())
+		return NULL;
+	reg = kzalloc(sizeof(*reg), GFP_KERNEL_ACCOUNT);
+	if (!reg)
+		return NULL;
+	if (svmbatch_should_fail())
+		goto err_free;
+	reg->ranges = kvmalloc_array(nr_ranges, sizeof(*reg->ranges),
+				     GFP_KERNEL_ACCOUNT);
+	if (!reg->ranges)
+		goto err_free;
+	kref_init(&reg->ref);
+	reg->nr_ranges = nr_ranges;
+	mmgrab(current->mm);
+	reg->mm = current->mm;
+	return reg;
+
+err_free:
+	kfree(reg);
+	return NULL;
+}
+
+/* Grow the run array geometrically; never past one run per page. */
+static int svmbatch_runs_grow(struct svmbatch_reg *reg, u64 total_pages)
+{
+	u64 cap = max_t(u64, 2ULL * reg->runs_cap, 64);
+	struct svmbatch_run *runs;
+
+	cap = min_t(u64, cap, total_pages);
+	cap = min_t(u64, cap, U32_MAX);
+	if (cap <= reg->runs_cap)
+		return -ENOMEM;
+	if (svmbatch_should_fail())
+		return -ENOMEM;
+	runs = kvmalloc_array(cap, sizeof(*runs), GFP_KERNEL_ACCOUNT);
+	if (!runs)
+		return -ENOMEM;
+	if (reg->nr_runs)
+		memcpy(runs, reg->runs, reg->nr_runs * sizeof(*runs));
+	kvfree(reg->runs);
+	reg->runs = runs;
+	reg->runs_cap = cap;
+	return 0;
+}
+
+/* Give back the slack of the run array once pinning is done. */
+static void svmbatch_runs_trim(struct svmbatch_reg *reg)
+{
+	struct svmbatch_run *runs;
+
+	if (reg->runs_cap - reg->nr_runs <= reg->nr_runs / 8)
+		return;
+	/* Trimming is optional: on failure keep the larger array. */
+	if (svmbatch_should_fail())
+		return;
+	runs = kvmalloc_array(reg->nr_runs, sizeof(*runs), GFP_KERNEL_ACCOUNT);
+	if (!runs)
+		return;
+	memcpy(runs, reg->runs, reg->nr_runs * sizeof(*runs));
+	kvfree(reg->runs);
+	reg->runs = runs;
+	reg->runs_cap = reg->nr_runs;
+}
+
+/*
+ * Fold freshly pinned pages into runs.  A page that cannot be recorded is
+ * unpinned here, so the registration's runs always describe exactly the
+ * pages it holds.
+ */
+static int svmbatch_runs_append(struct svmbatch_pinner *p, unsigned int n,
+				u32 flags)
+{
+	struct svmbatch_reg *reg = p->reg;
+	unsigned int i;
+	int ret;
+
+	for (i = 0; i < n; i++) {
+		struct page *page = p->pages[i];
+		struct svmbatch_run *last = NULL;
+		struct folio *folio = page_folio(page);
+
+		if (folio != p->last_folio) {
+			reg->nr_folios++;
+			p->last_folio = folio;
+		}
+		if (reg->nr_runs)
+			last = &reg->runs[reg->nr_runs - 1];
+		if (last && last->flags == flags &&
+		    last->nr_pages < SVMBATCH_RUN_MAX_PAGES &&
+		    nth_page(last->first, last->nr_pages) == page) {
+			last->nr_pages++;
+			reg->nr_pages++;
+			continue;
+		}
+		if (reg->nr_runs == reg->runs_cap) {
+			ret = svmbatch_runs_grow(reg, p->total_pages);
+			if (ret) {
+				unpin_user_pages(p->pages + i, n - i);
+				return ret;
+			}
+		}
+		reg->runs[reg->nr_runs++] = (struct svmbatch_run) {
+			.first = page, .nr_pages = 1, .flags = flags,
+		};
+		reg->nr_pages++;
+	}
+	return 0;
+}
+
+/*
+ * Pin one range.  A short pin is retried from where it stopped; a call
+ * that pins nothing fails the range.
+ */
+static int svmbatch_pin_range(struct svmbatch_pinner *p,
+			      const struct svmbatch_range_rec *rec)
+{
+	unsigned long addr = rec->addr_flags & PAGE_MASK;
+	u64 npages = rec->len >> PAGE_SHIFT;
+	unsigned int gup_flags = FOLL_LONGTERM;
+	u32 run_flags = 0;
+	int ret;
+
+	if (!(rec->addr_flags & SVMBATCH_RANGE_READ_ONLY)) {
+		gup_flags |= FOLL_WRITE;
+		run_flags |= SVMBATCH_RUN_WRITABLE;
+	}
+
+	while (npages) {
+		unsigned int chunk = min_t(u64, npages, p->pages_len);
+		bool inject = svmbatch_should_fail();
+		int pinned = 0;
+
+		if (fatal_signal_pending(current))
+			return -EINTR;
+		/* An injected failure pins half a chunk, then fails. */
+		if (inject)
+			chunk /= 2;
+		if (chunk)
+			pinned = pin_user_pages_fast(addr, chunk, gup_flags,
+						     p->pages);
+		if (pinned < 0)
+			return pinned;
+		ret = svmbatch_runs_append(p, pinned, run_flags);
+		if (ret)
+			return ret;
+		if (inject || !pinned)
+			return -EFAULT;
+		addr += (unsigned long)pinned << PAGE_SHIFT;
+		npages -= pinned;
+		cond_resched();
+	}
+	return 0;
+}
+
+/**
+ * svmbatch_reg_pin() - pin every range of a registration
+ * @reg: registration whose ranges are filled in and validated
+ * @total_pages: sum of the ranges' pages
+ * @error_index: output, the range that failed
+ *
+ * On failure the pages pinned so far stay recorded in @reg; the caller
+ * undoes everything with svmbatch_reg_abort().
+ *
+ * Return: 0 or a negative errno.
+ */
+int svmbatch_reg_pin(struct svmbatch_reg *reg, u64 total_pages,
+		     u32 *error_index)
+{
+	struct svmbatch_pinner p = {
+		.reg = reg,
+		.total_pages = total_pages,
+		.pages_len = min_t(u64, total_pages, SVMBATCH_PIN_CHUNK),
+	};
+	u32 i;
+	int ret = 0;
+
+	if (svmbatch_should_fail())
+		return -ENOMEM;
+	p.pages = kvmalloc_array(p.pages_len, sizeof(*p.pages), GFP_KERNEL);
+	if (!p.pages)
+		return -ENOMEM;
+
+	for (i = 0; i < reg->nr_ranges; i++) {
+		ret = svmbatch_pin_range(&p, &reg->ranges[i]);
+		if (ret) {
+			*error_index = i;
+			break;
+		}
+	}
+	kvfree(p.pages);
+	if (!ret)
+		svmbatch_runs_trim(reg);
+	return ret;
+}
+
+static void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty)
+{
+	u32 i;
+
+	for (i = 0; i < reg->nr_runs; i++) {
+		const struct svmbatch_run *run = &reg->runs[i];
+		bool dirty = may_dirty && (run->flags & SVMBATCH_RUN_WRITABLE);
+
+		unpin_user_page_range_dirty_lock(run->first, run->nr_pages,
+						 dirty);
+	}
+}
+
+static void svmbatch_reg_free(struct svmbatch_reg *reg)
+{
+	if (reg->charged_pages)
+		svmbatch_account_uncharge(reg->mm, reg->charged_pages);
+	mmdrop(reg->mm);
+	kvfree(reg->runs);
+	kvfree(reg->ranges);
+	kfree(reg);
+}
+
+/**
+ * svmbatch_reg_abort() - undo a registration that was never committed
+ * @reg: the registration, possibly partly pinned and charged
+ *
+ * Nothing was handed out, so no device can have written the pages: they
+ * are unpinned without being dirtied.
+ */
+void svmbatch_reg_abort(struct svmbatch_reg *reg)
+{
+	svmbatch_reg_unpin(reg, false);
+	svmbatch_reg_free(reg);
+}
+
+/**
+ * svmbatch_reg_meta_bytes() - kernel memory describing a registration
+ * @reg: the registration
+ *
+ * Return: bytes of the registration, its range table and its run array.
+ */
+u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg)
+{
+	return sizeof(*reg) + (u64)reg->nr_ranges * sizeof(*reg->ranges) +
+	       (u64)reg->runs_cap * sizeof(*reg->runs);
+}
+
+static void svmbatch_reg_release(struct kref *ref)
+{
+	struct svmbatch_reg *reg = container_of(ref, struct svmbatch_reg, ref);
+
+	atomic64_dec(&svmbatch_stats.registrations);
+	atomic64_sub(reg->nr_pages, &svmbatch_stats.pinned_pages);
+	atomic64_sub(svmbatch_reg_meta_bytes(reg), &svmbatch_stats.meta_bytes);
+	svmbatch_reg_unpin(reg, true);
+	svmbatch_reg_free(reg);
+}
+
+/**
+ * svmbatch_reg_put() - drop a reference to a committed registration
+ * @reg: the registration
+ *
+ * The last reference unpins (dirtying writable pages) and uncharges.
+ */
+void svmbatch_reg_put(struct svmbatch_reg *reg)
+{
+	kref_put(&reg->ref, svmbatch_reg_release);
+}

@@ -1,0 +1,426 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * The commands: GET_INFO, REGISTER, UNREGISTER and QUERY.
+ *
+ * REGISTER is a transaction: validate every range, charge RLIMIT_MEMLOCK
+ * once for the whole batch, pin everything, reserve a handle, copy the
+ * result out, and only then publish the registration.  A failure at any
+ * step undoes all earlier steps, so the caller sees either a handle or an
+ * errno with nothing pinned, charged or allocated.
+ */
+#include <linux/mm.h>
+#include <linux/sched.h>
+#include <linux/sched/mm.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
+#include <linux/uaccess.h>
+
+#include "svmbatch_priv.h"
+#include "compat.h"
+
+/* Ranges copied from user space per copy_from_user() when packed. */
+#define SVMBATCH_COPY_BATCH	8
+
+/**
+ * svmbatch_get_info() - SVMBATCH_GET_INFO: ABI version, limits, features
+ * @ucmd: command holding a struct svmbatch_info
+ *
+ * Return: 0, -EOPNOTSUPP for unknown flags, or -EFAULT.
+ */
+int svmbatch_get_info(struct svmbatch_ucmd *ucmd)
+{
+	struct svmbatch_info *cmd = ucmd->cmd;
+
+	if (cmd->flags)
+		return -EOPNOTSUPP;
+	cmd->abi_version = SVMBATCH_ABI_VERSION;
+	cmd->page_size = PAGE_SIZE;
+	cmd->features = 0;
+	if (IS_ENABLED(CONFIG_SVMBATCH_FAULT_INJECTION))
+		cmd->features |= SVMBATCH_FEATURE_FAULT_INJECTION;
+	cmd->max_ranges = READ_ONCE(svmbatch_limits.max_ranges);
+	cmd->max_registrations = READ_ONCE(svmbatch_limits.max_registrations);
+	cmd->max_range_bytes = READ_ONCE(svmbatch_limits.max_range_bytes);
+	return svmbatch_ucmd_respond(ucmd);
+}
+
+/* Check one range on its own; on success store it as a record. */
+static int svmbatch_check_range(const struct svmbatch_range *r,
+				struct svmbatch_range_rec *rec)
+{
+	u64 end;
+
+	if (r->flags & ~SVMBATCH_RANGE_READ_ONLY)
+		return -EOPNOTSUPP;
+	if (r->reserved)
+		return -EINVAL;
+	if (!r->len || !PAGE_ALIGNED(r->addr) || !PAGE_ALIGNED(r->len))
+		return -EINVAL;
+	if (r->len > READ_ONCE(svmbatch_limits.max_range_bytes))
+		return -E2BIG;
+	if (check_add_overflow(r->addr, r->len, &end))
+		return -EOVERFLOW;
+	if (end > TASK_SIZE)
+		return -EFAULT;
+	rec->addr_flags = r->addr | r->flags;
+	rec->len = r->len;
+	return 0;
+}
+
+/*
+ * Copy the caller's ranges in and check each one, in array order; the
+ * first bad range sets *error_index.  A caller whose range struct is
+ * larger than ours is read element by element with copy_struct_from_user().
+ */
+static int svmbatch_copy_ranges(struct svmbatch_reg *reg,
+				const struct svmbatch_register *cmd,
+				u64 *total_pages, u32 *error_index)
+{
+	const void __user *uranges = u64_to_user_ptr(cmd->ranges);
+	struct svmbatch_range buf[SVMBATCH_COPY_BATCH];
+	bool packed = cmd->range_size == sizeof(buf[0]);
+	u32 i, n;
+	int ret;
+
+	*total_pages = 0;
+	for (i = 0; i < reg->nr_ranges; i += n) {
+		u32 j;
+
+		n = packed ? min_t(u32, reg->nr_ranges - i, ARRAY_SIZE(buf)) : 1;
+		if (svmbatch_should_fail())
+			return -EFAULT;
+		if (packed) {
+			if (copy_from_user(buf, uranges + i * sizeof(buf[0]),
+					   n * sizeof(buf[0])))
+				return -EFAULT;
+		} else {
+			ret = copy_struct_from_user(&buf[0], sizeof(buf[0]),
+						    uranges +
+						    (size_t)i * cmd->range_size,
+						    cmd->range_size);
+			if (ret) {
+				*error_index = i;
+				return ret;
+			}
+		}
+		for (j = 0; j < n; j++) {
+			ret = svmbatch_check_range(&buf[j], &reg->ranges[i + j]);
+			if (ret) {
+				*error_index = i + j;
+				return ret;
+			}
+			*total_pages += buf[j].len >> PAGE_SHIFT;
+		}
+	}
+	return 0;
+}
+
+struct svmbatch_span {
+	u64 start;
+	u64 end;
+	u32 index;
+};
+
+static int svmbatch_span_cmp(const void *a, const void *b)
+{
+	const struct svmbatch_span *x = a, *y = b;
+
+	if (x->start != y->start)
+		return x->start < y->start ? -1 : 1;
+	return 0;
+}
+
+/* Are the ranges with index <= last pairwise disjoint? */
+static bool svmbatch_prefix_disjoint(const struct svmbatch_span *spans,
+				     u32 nr, u32 last)
+{
+	u64 end = 0;
+	bool any = false;
+	u32 i;
+
+	for (i = 0; i < nr; i++) {
+		if (spans[i].index > last)
+			continue;
+		if (any && spans[i].start < end)
+			return false;
+		end = max(end, spans[i].end);
+		any = true;
+	}
+	return true;
+}
+
+/*
+ * Refuse overlapping ranges.  Sorting finds whether any pair overlaps; the
+ * range to blame is the smallest index j overlapping some i < j, found by
+ * bisecting on the longest disjoint prefix of the caller's array.
+ */
+static int svmbatch_check_overlap(const struct svmbatch_reg *reg,
+				  u32 *error_index)
+{
+	struct svmbatch_span *spans;
+	u32 nr = reg->nr_ranges, i, lo, hi;
+
+	if (nr < 2)
+		return 0;
+	if (svmbatch_should_fail())
+		return -ENOMEM;
+	spans = kvmalloc_array(nr, sizeof(*spans), GFP_KERNEL);
+	if (!spans)
+		return -ENOMEM;
+	for (i = 0; i < nr; i++) {
+		spans[i].start = reg->ranges[i].addr_flags & PAGE_MASK;
+		spans[i].end = spans[i].start + reg->ranges[i].len;
+		spans[i].index = i;
+	}
+	sort(spans, nr, sizeof(*spans), svmbatch_span_cmp, NULL);
+
+	if (svmbatch_prefix_disjoint(spans, nr, nr - 1)) {
+		kvfree(spans);
+		return 0;
+	}
+	/* Prefix [0, lo] is disjoint, prefix [0, hi] is not. */
+	lo = 0;
+	hi = nr - 1;
+	while (hi - lo > 1) {
+		u32 mid = lo + (hi - lo) / 2;
+
+		if (svmbatch_prefix_disjoint(spans, nr, mid))
+			lo = mid;
+		else
+			hi = mid;
+	}
+	kvfree(spans);
+	*error_index = hi;
+	return -EINVAL;
+}
+
+/*
+ * Writable pins of file mappings that need dirty tracking are refused (see
+ * compat.h).  Holes and other bad memory are left to GUP to report.
+ */
+static int svmbatch_check_vmas(const struct svmbatch_reg *reg,
+			       u32 *error_index)
+{
+	struct mm_struct *mm = current->mm;
+	int ret = 0;
+	u32 i;
+
+	if (mmap_read_lock_killable(mm))
+		return -EINTR;
+	for (i = 0; i < reg->nr_ranges && !ret; i++) {
+		const struct svmbatch_range_rec *rec = &reg->ranges[i];
+		unsigned long addr = rec->addr_flags & PAGE_MASK;
+		unsigned long end = addr + rec->len;
+
+		if (rec->addr_flags & SVMBATCH_RANGE_READ_ONLY)
+			continue;
+		while (addr < end) {
+			struct vm_area_struct *vma = find_vma(mm, addr);
+
+			if (!vma || vma->vm_start >= end)
+				break;
+			if (svmbatch_vma_needs_dirty_tracking(vma)) {
+				*error_index = i;
+				ret = -EOPNOTSUPP;
+				break;
+			}
+			addr = vma->vm_end;
+		}
+	}
+	mmap_read_unlock(mm);
+	return ret;
+}
+
+/* Validate, charge and pin; on failure everything is undone. */
+static struct svmbatch_reg *
+svmbatch_register_pin(const struct svmbatch_register *cmd, u32 *error_index)
+{
+	struct svmbatch_reg *reg;
+	u64 total_pages;
+	int ret;
+
+	reg = svmbatch_reg_alloc(cmd->nr_ranges);
+	if (!reg)
+		return ERR_PTR(-ENOMEM);
+
+	ret = svmbatch_copy_ranges(reg, cmd, &total_pages, error_index);
+	if (ret)
+		goto err_abort;
+	ret = svmbatch_check_overlap(reg, error_index);
+	if (ret)
+		goto err_abort;
+	ret = svmbatch_check_vmas(reg, error_index);
+	if (ret)
+		goto err_abort;
+
+	ret = svmbatch_account_charge(reg->mm, total_pages);
+	if (ret)
+		goto err_abort;
+	reg->charged_pages = total_pages;
+
+	ret = svmbatch_reg_pin(reg, total_pages, error_index);
+	if (ret)
+		goto err_abort;
+	return reg;
+
+err_abort:
+	svmbatch_reg_abort(reg);
+	return ERR_PTR(ret);
+}
+
+static int svmbatch_register_fail(struct svmbatch_ucmd *ucmd, int err)
+{
+	svmbatch_ctx_note_failure(ucmd->ctx);
+	/* error_index is reported even on failure; the errno wins. */
+	svmbatch_ucmd_respond(ucmd);
+	return err;
+}
+
+/**
+ * svmbatch_register() - SVMBATCH_REGISTER: pin a batch of ranges
+ * @ucmd: command holding a struct svmbatch_register
+ *
+ * See Documentation/uapi.rst for the order of the checks and the errnos.
+ *
+ * Return: 0 with a new handle, or a negative errno with nothing changed
+ * but the failure counters.
+ */
+int svmbatch_register(struct svmbatch_ucmd *ucmd)
+{
+	struct svmbatch_register *cmd = ucmd->cmd;
+	struct svmbatch_ctx *ctx = ucmd->ctx;
+	struct svmbatch_reg *reg;
+	u32 handle;
+	int ret;
+
+	cmd->handle = 0;
+	cmd->nr_pages = 0;
+	cmd->error_index = SVMBATCH_NO_INDEX;
+
+	if (cmd->flags)
+		return svmbatch_register_fail(ucmd, -EOPNOTSUPP);
+	if (!cmd->nr_ranges)
+		return svmbatch_register_fail(ucmd, -EINVAL);
+	if (cmd->nr_ranges > READ_ONCE(svmbatch_limits.max_ranges))
+		return svmbatch_register_fail(ucmd, -E2BIG);
+	if (cmd->range_size < sizeof(struct svmbatch_range))
+		return svmbatch_register_fail(ucmd, -EINVAL);
+	if (READ_ONCE(ctx->nr_regs) >=
+	    READ_ONCE(svmbatch_limits.max_registrations))
+		return svmbatch_register_fail(ucmd, -ENOSPC);
+
+	reg = svmbatch_register_pin(cmd, &cmd->error_index);
+	if (IS_ERR(reg))
+		return svmbatch_register_fail(ucmd, PTR_ERR(reg));
+
+	ret = svmbatch_ctx_reserve(ctx, &handle);
+	if (ret)
+		goto err_abort;
+	cmd->handle = handle;
+	cmd->nr_pages = reg->nr_pages;
+	ret = svmbatch_ucmd_respond(ucmd);
+	if (ret)
+		goto err_cancel;
+
+	atomic64_inc(&svmbatch_stats.registrations);
+	atomic64_inc(&svmbatch_stats.registered_total);
+	atomic64_add(reg->nr_pages, &svmbatch_stats.pinned_pages);
+	atomic64_add(svmbatch_reg_meta_bytes(reg), &svmbatch_stats.meta_bytes);
+	svmbatch_ctx_publish(ctx, handle, reg);
+	return 0;
+
+err_cancel:
+	svmbatch_ctx_cancel(ctx, handle);
+err_abort:
+	svmbatch_reg_abort(reg);
+	cmd->handle = 0;
+	cmd->nr_pages = 0;
+	return svmbatch_register_fail(ucmd, ret);
+}
+
+/**
+ * svmbatch_unregister() - SVMBATCH_UNREGISTER: drop a handle
+ * @ucmd: command holding a struct svmbatch_unregister
+ *
+ * The pages are unpinned when the last reference to the registration is
+ * gone.
+ *
+ * Return: 0 or -ENOENT for an unknown handle.
+ */
+int svmbatch_unregister(struct svmbatch_ucmd *ucmd)
+{
+	struct svmbatch_unregister *cmd = ucmd->cmd;
+
+	return svmbatch_ctx_remove(ucmd->ctx, cmd->handle);
+}
+
+static int svmbatch_query_ranges(const struct svmbatch_reg *reg,
+				 const struct svmbatch_query *cmd)
+{
+	void __user *uranges = u64_to_user_ptr(cmd->ranges);
+	size_t extra = cmd->range_size - sizeof(struct svmbatch_range);
+	u32 i;
+
+	if (svmbatch_should_fail())
+		return -EFAULT;
+	for (i = 0; i < reg->nr_ranges; i++) {
+		const struct svmbatch_range_rec *rec = &reg->ranges[i];
+		struct svmbatch_range r = {
+			.addr = rec->addr_flags & PAGE_MASK,
+			.len = rec->len,
+			.flags = rec->addr_flags & SVMBATCH_REC_FLAGS_MASK,
+		};
+		void __user *dst = uranges + (size_t)i * cmd->range_size;
+
+		if (copy_to_user(dst, &r, sizeof(r)))
+			return -EFAULT;
+		if (extra && clear_user(dst + sizeof(r), extra))
+			return -EFAULT;
+	}
+	return 0;
+}
+
+/**
+ * svmbatch_query() - SVMBATCH_QUERY: describe a registration
+ * @ucmd: command holding a struct svmbatch_query
+ *
+ * Return: 0, -ENOENT for an unknown handle, -EMSGSIZE when the range
+ * buffer is too small (nr_ranges is still reported), -EINVAL or
+ * -EOPNOTSUPP for bad input, or -EFAULT.
+ */
+int svmbatch_query(struct svmbatch_ucmd *ucmd)
+{
+	struct svmbatch_query *cmd = ucmd->cmd;
+	struct svmbatch_reg *reg;
+	int ret = 0;
+
+	if (cmd->flags)
+		return -EOPNOTSUPP;
+	if (cmd->reserved)
+		return -EINVAL;
+	if (cmd->ranges && cmd->range_size < sizeof(struct svmbatch_range))
+		return -EINVAL;
+
+	reg = svmbatch_ctx_get(ucmd->ctx, cmd->handle);
+	if (!reg)
+		return -ENOENT;
+
+	cmd->nr_ranges = reg->nr_ranges;
+	cmd->nr_pages = reg->nr_pages;
+	cmd->nr_segments = reg->nr_runs;
+	cmd->nr_folios = reg->nr_folios;
+	cmd->meta_bytes = svmbatch_reg_meta_bytes(reg);
+	cmd->out_flags = 0;
+
+	if (cmd->ranges) {
+		if (cmd->ranges_cap < reg->nr_ranges)
+			ret = -EMSGSIZE;
+		else
+			ret = svmbatch_query_ranges(reg, cmd);
+	}
+	svmbatch_reg_put(reg);
+
+	if (ret && ret != -EMSGSIZE)
+		return ret;
+	return svmbatch_ucmd_respond(ucmd) ?: ret;
+}
