@@ -1,0 +1,208 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Build the guest initramfs (gzip'd newc cpio) for tools/vmtest/run.sh.
+#
+# usage: mkinitramfs.sh --kernel-dir DIR --module PATH|none -o OUT
+#                       [--kmod NAME]... [--tests FILE...]
+#
+#   --kernel-dir  tree printed by `kernels.sh fetch` (boot/ + lib/modules/<abi>/)
+#   --module      svmbatch.ko for that ABI; "none" only for runner self-tests
+#   --kmod        extra kernel module to ship and load (repeatable)
+#   --tests       test executables, run in the given order; everything after
+#                 --tests is taken as a test
+#
+# Contents: busybox-static with its applet links, coreutils' timeout (busybox's
+# lacks --foreground), the tests and their shared libraries, svmbatch.ko under
+# extra/, the kernel modules the guest needs with their dependency closure
+# (decompressed, because busybox modprobe cannot read .ko.xz/.ko.zst), a fresh
+# modules.dep, an 8 MiB ext4 image for writeback tests, and tools/vmtest/init.
+
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# Modules loaded by init, in this order. crc32c is ext4's soft dependency
+# (modules.softdep), which modules.dep does not list.
+BASE_KMODS=(vgem loop crc32c_generic crc32c-intel ext4)
+
+die() {
+	echo "mkinitramfs.sh: $*" >&2
+	exit 1
+}
+
+usage() {
+	sed -n '5,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	exit 2
+}
+
+# Print the modules.dep line (relative paths: module then its full
+# dependency closure) of kernel module NAME; '-' and '_' are equivalent.
+kmod_dep_line() {
+	local depfile=$1 name=${2//-/_}
+	awk -v want="$name" '{
+		mod = $1; sub(/:$/, "", mod)
+		base = mod; sub(/.*\//, "", base); sub(/\.ko(\.(xz|zst|gz))?$/, "", base)
+		gsub(/-/, "_", base)
+		if (base == want) { $1 = mod; print; exit }
+	}' "$depfile"
+}
+
+# Is NAME built into the kernel (so there is nothing to ship)?
+kmod_is_builtin() {
+	local builtin=$1 name=${2//-/_}
+	sed 's/.*\///; s/\.ko$//; s/-/_/g' "$builtin" | grep -qx "$name"
+}
+
+# Copy module REL from the kernel tree into the initramfs, decompressed.
+copy_kmod() {
+	local src=$KMODDIR/$1 rel=${1%.xz}
+	rel=${rel%.zst}
+	rel=${rel%.gz}
+	local dst=$ROOT/lib/modules/$ABI/$rel
+	[[ -e $dst ]] && return 0
+	mkdir -p "$(dirname "$dst")"
+	case "$src" in
+	*.ko.xz) xz -dc "$src" >"$dst" ;;
+	*.ko.zst) zstd -qdc "$src" >"$dst" ;;
+	*.ko.gz) gzip -dc "$src" >"$dst" ;;
+	*.ko) cp "$src" "$dst" ;;
+	*) die "unexpected module file $src" ;;
+	esac
+}
+
+# Ship kernel module NAME and its dependencies; record NAME for init.
+add_kmod() {
+	local name=$1 line rel
+	line=$(kmod_dep_line "$KMODDIR/modules.dep" "$name")
+	if [[ -z $line ]]; then
+		kmod_is_builtin "$KMODDIR/modules.builtin" "$name" && return 0
+		die "kernel module $name not found in $KMODDIR/modules.dep"
+	fi
+	for rel in $line; do
+		copy_kmod "$rel"
+	done
+	echo "$name" >>"$ROOT/etc/vmtest/kmods"
+}
+
+# Copy an ELF file's shared libraries and dynamic loader, keeping their
+# paths; static executables and scripts need nothing.
+copy_libs() {
+	local lib
+	for lib in $(ldd "$1" 2>/dev/null | grep -o '/[^ ]*' || true); do
+		[[ -e $ROOT$lib ]] && continue
+		mkdir -p "$ROOT$(dirname "$lib")"
+		cp -L "$lib" "$ROOT$lib"
+	done
+}
+
+install_busybox() {
+	local applet
+	mkdir -p "$ROOT"/{bin,sbin,usr/bin,usr/sbin}
+	cp /bin/busybox "$ROOT/bin/busybox"
+	for applet in $(/bin/busybox --list-full); do
+		# Relative links keep the tree relocatable.
+		[[ -e $ROOT/$applet ]] || ln -s "$(realpath -m --relative-to="$ROOT/$(dirname "$applet")" "$ROOT/bin/busybox")" "$ROOT/$applet"
+	done
+	# Coreutils' timeout replaces busybox's (which rejects --foreground).
+	rm -f "$ROOT/usr/bin/timeout"
+	cp /usr/bin/timeout "$ROOT/usr/bin/timeout"
+	copy_libs /usr/bin/timeout
+}
+
+install_tests() {
+	local t name
+	: >"$ROOT/etc/vmtest/tests"
+	for t in "${TESTS[@]}"; do
+		[[ -f $t && -x $t ]] || die "test $t is not an executable file"
+		name=$(basename "$t")
+		[[ -e $ROOT/tests/$name ]] && die "two tests named $name"
+		cp "$t" "$ROOT/tests/$name"
+		copy_libs "$t"
+		echo "$name" >>"$ROOT/etc/vmtest/tests"
+	done
+}
+
+install_svmbatch() {
+	[[ $MODULE == none ]] && return 0
+	[[ -f $MODULE ]] || die "module $MODULE not found"
+	local vermagic dep
+	# A module built for the other kernel would only fail inside the guest.
+	vermagic=$(modinfo -F vermagic "$MODULE")
+	[[ ${vermagic%% *} == "$ABI" ]] ||
+		die "$MODULE is built for '${vermagic%% *}', not $ABI"
+	mkdir -p "$ROOT/lib/modules/$ABI/extra"
+	cp "$MODULE" "$ROOT/lib/modules/$ABI/extra/svmbatch.ko"
+	# Ship the kernel modules svmbatch itself depends on.
+	for dep in $(modinfo -F depends "$MODULE" | tr ',' ' '); do
+		add_kmod "$dep"
+	done
+}
+
+# modules.dep for the shipped (decompressed) modules only.
+regen_modules_dep() {
+	local f
+	for f in modules.builtin modules.builtin.modinfo modules.order; do
+		[[ -f $KMODDIR/$f ]] && cp "$KMODDIR/$f" "$ROOT/lib/modules/$ABI/"
+	done
+	depmod -b "$ROOT" "$ABI"
+}
+
+make_wb_image() {
+	truncate -s 8M "$ROOT/wb.img"
+	mkfs.ext4 -q -F "$ROOT/wb.img"
+}
+
+# /dev/console must exist before init runs, or init starts without stdio
+# (the kernel does not mount devtmpfs on an initramfs root by itself).
+make_dev_nodes() {
+	mkdir -p "$ROOT/dev"
+	mknod -m 600 "$ROOT/dev/console" c 5 1 2>/dev/null ||
+		echo "mkinitramfs.sh: warning: cannot mknod /dev/console" >&2
+}
+
+pack() {
+	(cd "$ROOT" && find . -print0 | LC_ALL=C sort -z |
+		cpio --null -o -H newc --quiet --owner=0:0) | gzip -1 >"$OUT"
+}
+
+main() {
+	KDIR='' MODULE='' OUT='' TESTS=() EXTRA_KMODS=()
+	while [[ $# -gt 0 ]]; do
+		case "$1" in
+		--kernel-dir) KDIR=$2; shift 2 ;;
+		--module) MODULE=$2; shift 2 ;;
+		--kmod) EXTRA_KMODS+=("$2"); shift 2 ;;
+		-o | --out) OUT=$2; shift 2 ;;
+		--tests) shift; TESTS=("$@"); break ;;
+		*) usage ;;
+		esac
+	done
+	[[ -n $KDIR && -n $MODULE && -n $OUT ]] || usage
+
+	local dirs=("$KDIR"/lib/modules/*/)
+	[[ ${#dirs[@]} -eq 1 && -d ${dirs[0]} ]] || die "expected one lib/modules/<abi> in $KDIR"
+	ABI=$(basename "${dirs[0]}")
+	KMODDIR=$KDIR/lib/modules/$ABI
+	[[ -f $KMODDIR/modules.dep ]] || die "$KMODDIR/modules.dep missing (fetch with kernels.sh)"
+
+	ROOT=$(mktemp -d)
+	trap 'rm -rf "$ROOT"' EXIT
+	mkdir -p "$ROOT"/{etc/vmtest,proc,sys,tmp,mnt/wb,tests,lib/modules/"$ABI"}
+	: >"$ROOT/etc/vmtest/kmods"
+
+	install_busybox
+	install_tests
+	local m
+	for m in "${BASE_KMODS[@]}" "${EXTRA_KMODS[@]}"; do
+		add_kmod "$m"
+	done
+	install_svmbatch
+	regen_modules_dep
+	make_wb_image
+	make_dev_nodes
+	install -m 755 "$HERE/init" "$ROOT/init"
+	pack
+}
+
+main "$@"

@@ -1,0 +1,169 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Boot a stock Debian kernel under QEMU with svmbatch.ko and run tests in it.
+#
+# usage: run.sh --kernel 6.1|6.12 --module PATH|none [--timeout S]
+#               [--test-timeout S] [--log FILE] [--mem MB] [--cmdline EXTRA]
+#               [--kmod NAME]... [--verbose] TEST_EXECUTABLE...
+#
+#   --module        svmbatch.ko built for that kernel; "none" skips insmod and
+#                   rmmod (runner self-tests only)
+#   --timeout       whole guest, boot to power-off (default 1500)
+#   --test-timeout  per test executable inside the guest (default 900)
+#   --log           console log (default build/vmtest/<kernel>.log)
+#   --mem           guest memory in MiB (default 2048)
+#   --cmdline       appended to the kernel command line; svmbatch.X=Y is
+#                   passed to insmod svmbatch as X=Y
+#   --kmod          extra kernel module to ship and modprobe (repeatable)
+#   --verbose       also stream the console to stderr while it runs
+#
+# Environment: SVMBATCH_ACCEL=tcg|kvm skips the KVM probe; SVMBATCH_CACHE
+# (default /var/cache/svmbatch) holds kernels and the probe's result.
+# Exit status 0 only if every test passed or skipped and the guest was clean.
+
+set -euo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=kernels.sh disable=SC1091
+source "$HERE/kernels.sh"
+
+# Console loglevel is left at the default so that WARNINGs reach ttyS0.
+# No panic_on_oops: we want the whole splat and the remaining tests; a
+# panic reboots at once (panic=-1), which -no-reboot turns into QEMU exiting.
+BASE_CMDLINE="console=ttyS0 panic=-1 hugepages=16 transparent_hugepage=madvise kfence.sample_interval=100"
+KVM_PROBE_SECONDS=20
+
+usage() {
+	sed -n '5,8s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	exit 2
+}
+
+die() {
+	echo "run.sh: $*" >&2
+	exit 2
+}
+
+parse_args() {
+	KERNEL='' MODULE='' TIMEOUT=1500 TEST_TIMEOUT=900 LOG='' MEM=2048
+	EXTRA_CMDLINE='' VERBOSE=0 KMODS=() TESTS=()
+	while [[ $# -gt 0 ]]; do
+		case "$1" in
+		--kernel) KERNEL=$2; shift 2 ;;
+		--module) MODULE=$2; shift 2 ;;
+		--timeout) TIMEOUT=$2; shift 2 ;;
+		--test-timeout) TEST_TIMEOUT=$2; shift 2 ;;
+		--log) LOG=$2; shift 2 ;;
+		--mem) MEM=$2; shift 2 ;;
+		--cmdline) EXTRA_CMDLINE=$2; shift 2 ;;
+		--kmod) KMODS+=(--kmod "$2"); shift 2 ;;
+		--verbose) VERBOSE=1; shift ;;
+		--) shift; TESTS+=("$@"); break ;;
+		-*) usage ;;
+		*) TESTS+=("$1"); shift ;;
+		esac
+	done
+	[[ -n $KERNEL && -n $MODULE && ${#TESTS[@]} -gt 0 ]] || usage
+	[[ $TIMEOUT =~ ^[0-9]+$ && $TEST_TIMEOUT =~ ^[0-9]+$ && $MEM =~ ^[0-9]+$ ]] ||
+		die "--timeout, --test-timeout and --mem take whole numbers"
+	LOG=${LOG:-$REPO/build/vmtest/$KERNEL.log}
+}
+
+# /dev/kvm exists here and KVM_CREATE_VM succeeds, yet guests hang: only a
+# guest that boots to the end proves KVM works. The answer is cached per host
+# boot (boot_id), so it is paid once, not per run; any doubt means TCG.
+kvm_probe() {
+	local vmlinuz=$1 tmp out ok=0
+	[[ -r /dev/kvm && -w /dev/kvm ]] || return 1
+	tmp=$(mktemp -d)
+	mkdir -p "$tmp/root/bin"
+	cp /bin/busybox "$tmp/root/bin/busybox"
+	ln -s busybox "$tmp/root/bin/sh"
+	printf '#!/bin/sh\n/bin/busybox echo SVMBATCH-KVM-PROBE-OK\n/bin/busybox reboot -f\n' >"$tmp/root/init"
+	chmod 755 "$tmp/root/init"
+	(cd "$tmp/root" && find . | cpio -o -H newc --quiet) >"$tmp/initrd"
+	out=$tmp/console
+	# Same -cpu as the real run (here KVM rejects its MSRs and QEMU aborts at
+	# once; with the default CPU the guest hangs until the timeout). -k: a
+	# vCPU stuck in the kernel may ignore SIGTERM. The subshell keeps bash's
+	# "Aborted" job message off the terminal.
+	(timeout -k 2 "$KVM_PROBE_SECONDS" qemu-system-x86_64 -accel kvm -cpu max -m 256 \
+		-nographic -no-reboot -kernel "$vmlinuz" -initrd "$tmp/initrd" \
+		-append "console=ttyS0 panic=-1 quiet" </dev/null >"$out" 2>&1 || true) 2>/dev/null
+	grep -q SVMBATCH-KVM-PROBE-OK "$out" && ok=1
+	rm -rf "$tmp"
+	[[ $ok == 1 ]]
+}
+
+choose_accel() {
+	local vmlinuz=$1 cache boot_id
+	if [[ -n ${SVMBATCH_ACCEL:-} ]]; then
+		[[ $SVMBATCH_ACCEL == tcg || $SVMBATCH_ACCEL == kvm ]] || die "SVMBATCH_ACCEL must be tcg or kvm"
+		ACCEL=$SVMBATCH_ACCEL
+		return
+	fi
+	boot_id=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)
+	cache=$SVMBATCH_CACHE/kvm-probe.$boot_id
+	if [[ -f $cache ]]; then
+		ACCEL=$(cat "$cache")
+	else
+		echo "run.sh: probing KVM (up to ${KVM_PROBE_SECONDS} s)..." >&2
+		if kvm_probe "$vmlinuz"; then ACCEL=kvm; else ACCEL=tcg; fi
+		mkdir -p "$SVMBATCH_CACHE"
+		echo "$ACCEL" >"$cache"
+	fi
+	# Later runs in this environment (e.g. the other kernel) reuse it.
+	export SVMBATCH_ACCEL=$ACCEL
+}
+
+# Run QEMU under the host's timeout; sets QEMU_RC and ELAPSED.
+boot_guest() {
+	local vmlinuz=$1 initrd=$2 cmdline start
+	cmdline="$BASE_CMDLINE svmbatch.test_timeout=$TEST_TIMEOUT $EXTRA_CMDLINE"
+	mkdir -p "$(dirname "$LOG")"
+	echo "run.sh: booting $KERNEL ($ABI) with $ACCEL; console: $LOG" >&2
+	local cmd=(timeout -k 10 "$TIMEOUT"
+		qemu-system-x86_64 -accel "$ACCEL" -cpu max -smp 2 -m "$MEM"
+		-nographic -no-reboot -kernel "$vmlinuz" -initrd "$initrd"
+		-append "$cmdline")
+	start=$SECONDS
+	set +e
+	if [[ $VERBOSE == 1 ]]; then
+		"${cmd[@]}" </dev/null 2>&1 | tee "$LOG" >&2
+		QEMU_RC=${PIPESTATUS[0]}
+	else
+		"${cmd[@]}" </dev/null >"$LOG" 2>&1
+		QEMU_RC=$?
+	fi
+	set -e
+	ELAPSED=$((SECONDS - start))
+	echo "run.sh: QEMU exited rc=$QEMU_RC after ${ELAPSED} s" >&2
+}
+
+main() {
+	parse_args "$@"
+	local kdir vmlinuz work names=() t module_loaded=1
+	for t in "${TESTS[@]}"; do
+		[[ -f $t && -x $t ]] || die "test $t is not an executable file"
+		names+=("$(basename "$t")")
+	done
+	[[ $MODULE == none ]] && module_loaded=0
+
+	ABI=$(kernel_abi "$KERNEL")
+	kdir=$(kernel_fetch "$KERNEL")
+	vmlinuz=$kdir/boot/vmlinuz-$ABI
+	choose_accel "$vmlinuz"
+
+	work=$(mktemp -d)
+	# shellcheck disable=SC2064 # expand $work now
+	trap "rm -rf '$work'" EXIT
+	"$HERE/mkinitramfs.sh" --kernel-dir "$kdir" --module "$MODULE" "${KMODS[@]}" \
+		-o "$work/initramfs.gz" --tests "${TESTS[@]}"
+
+	boot_guest "$vmlinuz" "$work/initramfs.gz"
+	"$HERE/parse-log.sh" --kernel "$KERNEL" --module-loaded "$module_loaded" \
+		--qemu-rc "$QEMU_RC" --timeout "$TIMEOUT" --tests "${names[*]}" "$LOG"
+}
+
+main "$@"
