@@ -1,0 +1,121 @@
+# SPDX-License-Identifier: MIT
+#
+# svmbatch top level.  The README's two commands:
+#   make demo    install what is needed, boot a 6.12 guest, run the demo
+#   make check   install what is needed, run every test (host + guests)
+# Both need root on a fresh Debian 12 machine (apt-get); see README.md.
+
+SHELL := /bin/bash
+KERNELS ?= 6.1 6.12
+KERNEL ?= 6.12
+BUILD := $(CURDIR)/build
+KSRC_TAR ?= /usr/src/linux-source-6.12.tar.xz
+KSRC := $(BUILD)/linux-source
+KSFT_DIR := $(KSRC)/tools/testing/selftests
+CHECKPATCH := $(KSRC)/scripts/checkpatch.pl
+SELFTESTS_OUT := $(BUILD)/selftests
+DEMO_OUT := $(BUILD)/demo
+
+# ABI (e.g. 6.12.117+deb12-amd64) of the kernel family $(KERNEL)
+abi = $(shell tools/vmtest/kernels.sh abi $(1))
+KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
+
+.PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest \
+	vmtest-one uapi-check checkpatch ksrc clean help
+
+all: kmod selftests
+
+help:
+	@echo "make check     all tests (host checks, module builds, guest selftests)"
+	@echo "make demo      boot a $(KERNEL) guest with the module and run the demo"
+	@echo "make kmod      build the module for: $(KERNELS)"
+	@echo "make selftests build the kselftests into build/selftests"
+	@echo "make vmtest    run the selftests in guests of: $(KERNELS)"
+	@echo "make clean"
+
+check:
+	@tools/check.sh
+
+deps:
+	@tools/install-deps.sh
+
+# Pieces of Debian's linux-source-6.12 that the headers packages lack:
+# checkpatch and the kselftest harness.  Extracted once, never committed.
+ksrc: $(KSRC)/.stamp
+$(KSRC)/.stamp: $(KSRC_TAR)
+	rm -rf $(KSRC) && mkdir -p $(KSRC)
+	tar -xJf $(KSRC_TAR) -C $(KSRC) --strip-components=1 --wildcards \
+		'linux-source-6.12/scripts/checkpatch.pl' \
+		'linux-source-6.12/scripts/spelling.txt' \
+		'linux-source-6.12/scripts/const_structs.checkpatch' \
+		'linux-source-6.12/tools/testing/selftests/kselftest*' \
+		'linux-source-6.12/tools/testing/selftests/lib.mk'
+	touch $@
+
+# The module for one kernel family, twice: the product build and the test
+# build with CONFIG_SVMBATCH_FAULT_INJECTION.  Any W=1 warning fails.
+kmod-one:
+	@set -e; abi=$(call abi,$(KERNEL)); test -n "$$abi"; \
+	for variant in release test; do \
+		out=$(BUILD)/kmod/$$abi/$$variant; \
+		fi=n; [ $$variant = test ] && fi=y; \
+		rm -rf $$out && mkdir -p $$out && cp kmod/Kbuild kmod/Makefile kmod/*.[ch] $$out/; \
+		$(MAKE) --no-print-directory -C $$out KDIR=/usr/src/linux-headers-$$abi \
+			FAULT_INJECTION=$$fi SVMBATCH_UAPI=$(CURDIR)/uapi W=1 \
+			2>&1 | tee $$out/build.log; \
+		test -f $$out/svmbatch.ko; \
+		if grep -E "warning:|error:" $$out/build.log; then \
+			echo "kmod $$abi $$variant: warnings"; exit 1; fi; \
+		echo "kmod $$abi $$variant: $$out/svmbatch.ko"; \
+	done
+
+sparse-one:
+	@set -e; abi=$(call abi,$(KERNEL)); out=$(BUILD)/kmod/$$abi/sparse; \
+	rm -rf $$out && mkdir -p $$out && cp kmod/Kbuild kmod/Makefile kmod/*.[ch] $$out/; \
+	$(MAKE) --no-print-directory -C $$out KDIR=/usr/src/linux-headers-$$abi \
+		FAULT_INJECTION=y SVMBATCH_UAPI=$(CURDIR)/uapi C=2 2>&1 | tee $$out/build.log; \
+	if grep -E "warning:|error:" $$out/build.log; then \
+		echo "sparse $$abi: warnings"; exit 1; fi; \
+	echo "sparse $$abi: clean"
+
+kmod:
+	@for k in $(KERNELS); do $(MAKE) --no-print-directory kmod-one KERNEL=$$k || exit 1; done
+
+# The uapi header stands alone as C99 and C++17.
+uapi-check:
+	@mkdir -p $(BUILD)/uapi-check
+	@printf '#include <linux/svmbatch.h>\nint main(void) { struct svmbatch_register r = { sizeof(r) }; return !(r.size == 40); }\n' > $(BUILD)/uapi-check/t.c
+	gcc -std=c99 -Wall -Wextra -Werror -pedantic -Iuapi $(BUILD)/uapi-check/t.c -o $(BUILD)/uapi-check/t-c
+	cp $(BUILD)/uapi-check/t.c $(BUILD)/uapi-check/t.cpp
+	g++ -std=c++17 -Wall -Wextra -Werror -pedantic -Wno-missing-field-initializers -Iuapi $(BUILD)/uapi-check/t.cpp -o $(BUILD)/uapi-check/t-cxx
+	$(BUILD)/uapi-check/t-c && $(BUILD)/uapi-check/t-cxx
+
+checkpatch: ksrc
+	perl $(CHECKPATCH) --strict --no-tree --terse --show-types -f \
+		kmod/*.c kmod/*.h uapi/linux/svmbatch.h \
+		selftests/svmbatch/*.c selftests/svmbatch/*.h
+
+selftests: ksrc
+	$(MAKE) --no-print-directory -C selftests/svmbatch KSFT_DIR=$(KSFT_DIR) \
+		OUTPUT=$(SELFTESTS_OUT) UAPI_DIR=$(CURDIR)/uapi
+
+demo-bin:
+	@mkdir -p $(DEMO_OUT)
+	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Iuapi tools/demo/svmbatch_demo.c -o $(DEMO_OUT)/svmbatch_demo
+
+# One guest: the fault-injection build of the module and every selftest.
+vmtest-one: kmod-one selftests
+	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/test/svmbatch.ko \
+		--log $(BUILD)/vmtest/$(KERNEL).log \
+		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort)
+
+vmtest:
+	@rc=0; for k in $(KERNELS); do $(MAKE) --no-print-directory vmtest-one KERNEL=$$k || rc=1; done; exit $$rc
+
+demo: deps
+	@$(MAKE) --no-print-directory kmod-one demo-bin KERNEL=$(KERNEL)
+	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/release/svmbatch.ko \
+		--log $(BUILD)/vmtest/demo-$(KERNEL).log $(DEMO_OUT)/svmbatch_demo
+
+clean:
+	rm -rf $(BUILD)

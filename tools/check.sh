@@ -1,0 +1,74 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# make check: every test of the project, ending with one summary line
+# "N passed, N failed, N skipped".  Each host check counts as one test;
+# each guest contributes its kselftest subtests.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+KERNELS=${KERNELS:-6.1 6.12}
+LOGDIR=build/check
+mkdir -p "$LOGDIR"
+
+passed=0 failed=0 skipped=0
+failures=()
+
+# run NAME CMD...: one host check, output in build/check/NAME.log
+run() {
+	local name=$1 start=$SECONDS
+	shift
+	if "$@" >"$LOGDIR/$name.log" 2>&1; then
+		passed=$((passed + 1))
+		echo "PASS $name ($((SECONDS - start)) s)"
+	else
+		failed=$((failed + 1))
+		failures+=("$name")
+		echo "FAIL $name ($((SECONDS - start)) s), last lines of $LOGDIR/$name.log:"
+		tail -n 25 "$LOGDIR/$name.log" | sed 's/^/    /'
+	fi
+}
+
+# guest KERNEL: the selftests in a guest, counted per subtest
+guest() {
+	local k=$1 log="$LOGDIR/vmtest-$k.log" start=$SECONDS summary p f s
+	make --no-print-directory vmtest-one KERNEL="$k" >"$log" 2>&1
+	summary=$(grep -E "^vmtest $k: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$" "$log" | tail -n 1)
+	if [[ -z $summary ]]; then
+		failed=$((failed + 1))
+		failures+=("vmtest-$k")
+		echo "FAIL vmtest-$k: no summary line, last lines of $log:"
+		tail -n 40 "$log" | sed 's/^/    /'
+		return
+	fi
+	read -r p f s < <(sed -E 's/.*: ([0-9]+) passed, ([0-9]+) failed, ([0-9]+) skipped/\1 \2 \3/' <<<"$summary")
+	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+	echo "$summary ($((SECONDS - start)) s, log $log)"
+	if ((f)); then
+		failures+=("vmtest-$k")
+		grep -E "^(FAIL|not ok|#  +FAIL)|BUG:|WARNING:" "$log" | head -n 40 | sed 's/^/    /'
+	fi
+	grep -E "^# SKIP|# SKIP " "$log" | sort | uniq -c | sed 's/^/    skip: /' | head -n 20
+}
+
+if ! run deps tools/install-deps.sh; then
+	echo "cannot install the build dependencies; see $LOGDIR/deps.log"
+	echo "$passed passed, $failed failed, $skipped skipped"
+	exit 1
+fi
+run uapi-header make --no-print-directory uapi-check
+run checkpatch make --no-print-directory checkpatch
+for k in $KERNELS; do
+	run "kmod-$k-W1" make --no-print-directory kmod-one KERNEL="$k"
+	if command -v sparse >/dev/null; then
+		run "kmod-$k-sparse" make --no-print-directory sparse-one KERNEL="$k"
+	fi
+done
+run selftests-build make --no-print-directory selftests
+for k in $KERNELS; do
+	guest "$k"
+done
+
+((${#failures[@]})) && echo "failed: ${failures[*]}"
+echo "$passed passed, $failed failed, $skipped skipped"
+((failed == 0))
