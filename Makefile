@@ -81,14 +81,12 @@ sparse-one:
 kmod:
 	@for k in $(KERNELS); do $(MAKE) --no-print-directory kmod-one KERNEL=$$k || exit 1; done
 
-# The uapi header stands alone as C99 and C++17.
+# The uapi header stands alone as C99 and C++17, with fixed layouts.
 uapi-check:
 	@mkdir -p $(BUILD)/uapi-check
-	@printf '#include <linux/svmbatch.h>\nint main(void) { struct svmbatch_register r = { sizeof(r) }; return !(r.size == 40); }\n' > $(BUILD)/uapi-check/t.c
-	gcc -std=c99 -Wall -Wextra -Werror -pedantic -Iuapi $(BUILD)/uapi-check/t.c -o $(BUILD)/uapi-check/t-c
-	cp $(BUILD)/uapi-check/t.c $(BUILD)/uapi-check/t.cpp
-	g++ -std=c++17 -Wall -Wextra -Werror -pedantic -Wno-missing-field-initializers -Iuapi $(BUILD)/uapi-check/t.cpp -o $(BUILD)/uapi-check/t-cxx
-	$(BUILD)/uapi-check/t-c && $(BUILD)/uapi-check/t-cxx
+	gcc -std=c99 -Wall -Wextra -Werror -pedantic -Iuapi tools/uapi-check/uapi_check.c -o $(BUILD)/uapi-check/c99
+	g++ -std=c++17 -Wall -Wextra -Werror -pedantic -Iuapi -x c++ tools/uapi-check/uapi_check.c -o $(BUILD)/uapi-check/cxx17
+	$(BUILD)/uapi-check/c99 && $(BUILD)/uapi-check/cxx17
 
 checkpatch: ksrc
 	perl $(CHECKPATCH) --strict --no-tree --terse --show-types -f \
