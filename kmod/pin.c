@@ -125,10 +125,11 @@ static void svmbatch_runs_trim(struct svmbatch_reg *reg)
 {
 	struct svmbatch_run *runs;
 
+	/*
+	 * Trimming is optional: on failure keep the larger array.  It is no
+	 * injection point, since its failure does not fail the command.
+	 */
 	if (reg->runs_cap - reg->nr_runs <= reg->nr_runs / 8)
-		return;
-	/* Trimming is optional: on failure keep the larger array. */
-	if (svmbatch_should_fail())
 		return;
 	runs = kvmalloc_array(reg->nr_runs, sizeof(*runs), GFP_KERNEL_ACCOUNT);
 	if (!runs)

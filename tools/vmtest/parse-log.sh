@@ -27,8 +27,10 @@ PARSER='
 # A failing condition that is not a TAP subtest counts as one failure.
 function fail(msg) { failed++; reason(msg) }
 function reason(msg) { reasons[++nreasons] = msg }
+# Attach log lines (one or more, newline-separated) to the last reason.
 function note(msg) { details[nreasons] = details[nreasons] msg "\n" }
-function remember_tail(line) { tail[NR % 20] = sprintf("%6d: %s", NR, line) }
+function at(n, text) { return sprintf("%6d: %s", n, text) }
+function remember_tail(line) { tail[NR % 20] = at(NR, line) }
 function dump_tail(   i) {
 	for (i = NR - 19; i <= NR; i++) if (i >= 1) note(tail[i % 20])
 }
@@ -49,7 +51,7 @@ BEGIN {
 { sub(/\r+$/, ""); remember_tail($0) }
 
 $0 ~ splat_re {
-	if (++nsplat <= 30) splat_lines = splat_lines sprintf("%6d: %s\n", NR, $0)
+	if (++nsplat <= 30) splat_lines = splat_lines (nsplat > 1 ? "\n" : "") at(NR, $0)
 }
 
 # Markers are matched anywhere in the line: a kernel message may have been
@@ -71,7 +73,7 @@ index($0, "SVMBATCH-VMTEST-") {
 		done = NR
 	} else if (kind == "FATAL" || kind == "ERROR") {
 		fail("guest " kind ": " substr(m, length(kind) + 2))
-		note(sprintf("%6d: %s", NR, $0))
+		note(at(NR, $0))
 	} else if (kind == "BOOTED") {
 		booted = substr(f[2], 8)
 	} else if (kind == "UPTIME") {
@@ -91,12 +93,12 @@ cur != "" && /^(not )?ok [0-9]+( |$)/ {
 	if ($0 ~ /#[ \t]*[Ss][Kk][Ii][Pp]/) { skipped++; nskip[cur]++ }
 	else if ($0 ~ /^not ok/) {
 		failed++; nfail[cur]++
-		notok_lines[cur] = notok_lines[cur] sprintf("%6d: %s\n", NR, $0)
+		notok_lines[cur] = notok_lines[cur] (nfail[cur] > 1 ? "\n" : "") at(NR, $0)
 	} else { passed++; npass[cur]++ }
 }
 
 # Judge one executable; returns its one-word verdict.
-function judge(t,   r, verdict) {
+function judge(t,   r, verdict, endl) {
 	if (!(t in began)) {
 		if (done) fail(t ": never started")
 		return "NOT-RUN"
@@ -104,27 +106,28 @@ function judge(t,   r, verdict) {
 	verdict = "PASS"
 	if (!(t in ended)) {
 		fail(t ": did not finish (guest died or hung while it ran)")
-		note(sprintf("%6d: SVMBATCH-VMTEST-BEGIN %s", begin_line[t], t))
+		note(at(begin_line[t], "SVMBATCH-VMTEST-BEGIN " t))
 		return "UNFINISHED"
 	}
 	r = rc[t]
+	endl = at(ended[t], "SVMBATCH-VMTEST-END " t " rc=" r)
 	if (r == 124 || r == 137) {
-		fail(t ": killed by the per-test timeout (rc=" r ")"); verdict = "FAIL"
+		fail(t ": killed by the per-test timeout (rc=" r ")"); note(endl); verdict = "FAIL"
 	} else if (r != 0 && r != 4) {
-		fail(t ": exit status " r); verdict = "FAIL"
+		fail(t ": exit status " r); note(endl); verdict = "FAIL"
 	}
 	if (nplans[t] == 0) {
-		fail(t ": no TAP plan (1..N)"); verdict = "FAIL"
+		fail(t ": no TAP plan (1..N) between log lines " begin_line[t] " and " ended[t]); verdict = "FAIL"
 	} else if (nplans[t] > 1) {
-		fail(t ": " nplans[t] " TAP plans"); verdict = "FAIL"
+		fail(t ": " nplans[t] " TAP plans between log lines " begin_line[t] " and " ended[t]); verdict = "FAIL"
 	} else if (plan[t] != results[t] + 0) {
-		fail(t ": plan 1.." plan[t] " but " results[t] + 0 " results"); verdict = "FAIL"
+		fail(t ": plan 1.." plan[t] " but " results[t] + 0 " results between log lines " begin_line[t] " and " ended[t])
+		verdict = "FAIL"
 	}
 	if (nfail[t]) {
 		reason(t ": " nfail[t] " subtest(s) not ok")  # counted as subtests
 		note(notok_lines[t]); verdict = "FAIL"
 	}
-	if (verdict == "FAIL") note(sprintf("%6d: SVMBATCH-VMTEST-END %s rc=%s", ended[t], t, r))
 	if (verdict == "PASS" && r == 4) {
 		verdict = "SKIP"
 		if (results[t] + 0 == 0) skipped++  # a whole-file skip, 1..0
@@ -148,7 +151,7 @@ END {
 	}
 	if (rmmod_line && rmmod_rc != 0) {
 		fail("rmmod svmbatch failed (rc=" rmmod_rc ")")
-		note(sprintf("%6d: SVMBATCH-VMTEST-RMMOD rc=%s", rmmod_line, rmmod_rc))
+		note(at(rmmod_line, "SVMBATCH-VMTEST-RMMOD rc=" rmmod_rc))
 	} else if (module_loaded && done && !rmmod_line && nbegun) {
 		# (Without BEGINs, insmod failed: FATAL was reported already.)
 		fail("rmmod svmbatch never ran")
@@ -159,7 +162,7 @@ END {
 	}
 	if (taint_line && masked_taint(taint) != 0) {
 		fail("kernel tainted: " taint " (" masked_taint(taint) " with O and E masked)")
-		note(sprintf("%6d: SVMBATCH-VMTEST-TAINT %s", taint_line, taint))
+		note(at(taint_line, "SVMBATCH-VMTEST-TAINT " taint))
 	}
 
 	printf "vmtest %s: executables\n%s", kernel, summary
