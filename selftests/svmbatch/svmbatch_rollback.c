@@ -307,11 +307,12 @@ TEST_F(rollback, memlock_uncharge_after_limit_change)
 	__u32 h1, h2;
 
 	snapshot_take(_metadata, self->fd, &s0);
-	/* Charged while CAP_IPC_LOCK bypassed the limit... */
-	if (have_effective_cap(CAP_IPC_LOCK))
+	/* Charged while CAP_IPC_LOCK bypassed a zero limit... */
+	h1 = 0;
+	if (have_effective_cap(CAP_IPC_LOCK)) {
+		set_memlock(_metadata, 0);
 		h1 = test_cmd_register(&r, 1, NULL);
-	else
-		h1 = 0;
+	}
 	drop_ipc_lock(_metadata);
 	set_memlock(_metadata, RLIM_INFINITY);
 	/* ... and while the limit allowed it ... */
