@@ -81,9 +81,13 @@ kernel_fetch() {
 	# that the initramfs builder can resolve dependency closures.
 	depmod -b "$tmp/root" "$abi"
 	touch "$tmp/root/.complete"
-	# Atomic publish: concurrent runs either see nothing or a full tree.
-	rm -rf "$dir"
-	mv "$tmp/root" "$dir"
+	# Atomic publish: concurrent runs either see nothing or a full tree. If
+	# another run published first, keep its copy (mv -T refuses a non-empty
+	# target instead of moving ours inside it).
+	if [[ ! -f $dir/.complete ]]; then
+		rm -rf "$dir"
+		mv -T "$tmp/root" "$dir" 2>/dev/null || [[ -f $dir/.complete ]]
+	fi
 	rm -rf "$tmp"
 	echo "$dir"
 }

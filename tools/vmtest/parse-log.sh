@@ -73,7 +73,8 @@ index($0, "SVMBATCH-VMTEST-") {
 		done = NR
 	} else if (kind == "FATAL" || kind == "ERROR") {
 		fail("guest " kind ": " substr(m, length(kind) + 2))
-		note(at(NR, $0))
+		# The failing command printed its error just before.
+		for (i = NR - 3; i <= NR; i++) if (i >= 1) note(tail[i % 20])
 	} else if (kind == "BOOTED") {
 		booted = substr(f[2], 8)
 	} else if (kind == "UPTIME") {

@@ -141,9 +141,23 @@ boot_guest() {
 	echo "run.sh: QEMU exited rc=$QEMU_RC after ${ELAPSED} s" >&2
 }
 
+# A run that fails before the log is judged (no kernel, bad module...) still
+# ends with the summary line that callers look for.
+JUDGED=0
+on_exit() {
+	local rc=$?
+	rm -rf "${WORK:-}"
+	if [[ $rc -ne 0 && $JUDGED == 0 && -n ${KERNEL:-} ]]; then
+		echo "run.sh: setup failed before the guest ran (see above)"
+		echo "vmtest $KERNEL: 0 passed, 1 failed, 0 skipped"
+	fi
+	exit "$rc"
+}
+
 main() {
 	parse_args "$@"
-	local kdir vmlinuz work names=() t module_loaded=1
+	trap on_exit EXIT
+	local kdir vmlinuz names=() t module_loaded=1
 	for t in "${TESTS[@]}"; do
 		[[ -f $t && -x $t ]] || die "test $t is not an executable file"
 		names+=("$(basename "$t")")
@@ -155,13 +169,12 @@ main() {
 	vmlinuz=$kdir/boot/vmlinuz-$ABI
 	choose_accel "$vmlinuz"
 
-	work=$(mktemp -d)
-	# shellcheck disable=SC2064 # expand $work now
-	trap "rm -rf '$work'" EXIT
+	WORK=$(mktemp -d)
 	"$HERE/mkinitramfs.sh" --kernel-dir "$kdir" --module "$MODULE" "${KMODS[@]}" \
-		-o "$work/initramfs.gz" --tests "${TESTS[@]}"
+		-o "$WORK/initramfs.gz" --tests "${TESTS[@]}"
 
-	boot_guest "$vmlinuz" "$work/initramfs.gz"
+	boot_guest "$vmlinuz" "$WORK/initramfs.gz"
+	JUDGED=1
 	"$HERE/parse-log.sh" --kernel "$KERNEL" --module-loaded "$module_loaded" \
 		--qemu-rc "$QEMU_RC" --timeout "$TIMEOUT" --tests "${names[*]}" "$LOG"
 }
