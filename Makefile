@@ -88,9 +88,13 @@ uapi-check:
 	g++ -std=c++17 -Wall -Wextra -Werror -pedantic -Iuapi -x c++ tools/uapi-check/uapi_check.c -o $(BUILD)/uapi-check/cxx17
 	$(BUILD)/uapi-check/c99 && $(BUILD)/uapi-check/cxx17
 
+# The selftests' tiny test_cmd_* wrapper macros return and reuse their
+# arguments on purpose, as the kernel's own iommufd_utils.h does.
 checkpatch: ksrc
 	perl $(CHECKPATCH) --strict --no-tree --terse --show-types -f \
-		kmod/*.c kmod/*.h uapi/linux/svmbatch.h \
+		kmod/*.c kmod/*.h uapi/linux/svmbatch.h tools/demo/*.c
+	perl $(CHECKPATCH) --strict --no-tree --terse --show-types \
+		--ignore MACRO_WITH_FLOW_CONTROL,MACRO_ARG_REUSE -f \
 		selftests/svmbatch/*.c selftests/svmbatch/*.h
 
 selftests: ksrc
@@ -104,7 +108,7 @@ demo-bin:
 # One guest: the fault-injection build of the module and every selftest.
 vmtest-one: kmod-one selftests
 	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/test/svmbatch.ko \
-		--log $(BUILD)/vmtest/$(KERNEL).log \
+		--timeout 1200 --test-timeout 400 --log $(BUILD)/vmtest/$(KERNEL).log \
 		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort)
 
 vmtest:
