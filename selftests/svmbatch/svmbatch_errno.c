@@ -48,7 +48,7 @@ static __u64 task_size(void)
 
 	while (f && fgets(line, sizeof(line), f)) {
 		if (!strncmp(line, "flags", 5)) {
-			la57 = strstr(line, " la57") != NULL;
+			la57 = strstr(line, " la57");
 			break;
 		}
 	}

@@ -24,7 +24,8 @@ FIXTURE_SETUP(uring)
 	int ret;
 
 	svmbatch_open_or_skip(self->fd);
-	self->src = self->dst = -1;
+	self->src = -1;
+	self->dst = -1;
 	ret = io_uring_queue_init(8, &self->ring, 0);
 	if (ret == -ENOSYS)
 		SKIP(return, "io_uring_queue_init: ENOSYS (CONFIG_IO_URING off)");
@@ -37,8 +38,10 @@ FIXTURE_SETUP(uring)
 	ASSERT_EQ(0, ret) TH_LOG("io_uring_queue_init: %s", strerror(-ret));
 	self->ring_ok = true;
 
-	strcpy(self->src_path, "/tmp/svmbatch-uring-src.XXXXXX");
-	strcpy(self->dst_path, "/tmp/svmbatch-uring-dst.XXXXXX");
+	snprintf(self->src_path, sizeof(self->src_path),
+		 "/tmp/svmbatch-uring-src.XXXXXX");
+	snprintf(self->dst_path, sizeof(self->dst_path),
+		 "/tmp/svmbatch-uring-dst.XXXXXX");
 	self->src = mkostemp(self->src_path, O_CLOEXEC);
 	ASSERT_LE(0, self->src);
 	self->dst = mkostemp(self->dst_path, O_CLOEXEC);

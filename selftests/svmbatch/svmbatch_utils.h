@@ -245,8 +245,8 @@ static inline bool smaps_has_vmflag(const void *addr, const char *flag)
 
 	if (smaps_field(addr, "VmFlags", buf, sizeof(buf)))
 		return false;
-	for (tok = strtok_r(buf, " \n", &save); tok;
-	     tok = strtok_r(NULL, " \n", &save))
+	for (tok = strtok_r(buf, "\n ", &save); tok;
+	     tok = strtok_r(NULL, "\n ", &save))
 		if (!strcmp(tok, flag))
 			return true;
 	return false;
@@ -322,28 +322,33 @@ snap_stat(const struct svmbatch_snapshot *s, const char *name)
 /* Parse the svmbatch-* lines of /proc/self/fdinfo/@fd; 0 if all found. */
 static inline int read_fdinfo(int fd, struct svmbatch_snapshot *s)
 {
+	static const char * const formats[] = {
+		"svmbatch-id: %llu", "svmbatch-registrations: %llu",
+		"svmbatch-pinned-pages: %llu", "svmbatch-failed: %llu",
+	};
+	unsigned long long *fields[] = {
+		&s->fd_id, &s->fd_registrations, &s->fd_pinned_pages,
+		&s->fd_failed,
+	};
 	char path[64], line[256];
 	int found = 0;
+	size_t i;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/self/fdinfo/%d", fd);
 	f = fopen(path, "re");
 	if (!f)
 		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		found += sscanf(line, "svmbatch-id: %llu", &s->fd_id);
-		found += sscanf(line, "svmbatch-registrations: %llu",
-				&s->fd_registrations);
-		found += sscanf(line, "svmbatch-pinned-pages: %llu",
-				&s->fd_pinned_pages);
-		found += sscanf(line, "svmbatch-failed: %llu", &s->fd_failed);
-	}
+	while (fgets(line, sizeof(line), f))
+		for (i = 0; i < ARRAY_SIZE(formats); i++)
+			if (sscanf(line, formats[i], fields[i]) == 1)
+				found++;
 	fclose(f);
 	return found == 4 ? 0 : -1;
 }
 
 static inline void snapshot_take(struct __test_metadata *_metadata, int fd,
-			  struct svmbatch_snapshot *s)
+				 struct svmbatch_snapshot *s)
 {
 	static const char * const required[] = {
 		"contexts", "registrations", "pinned_pages",
@@ -373,8 +378,8 @@ static inline void snapshot_take(struct __test_metadata *_metadata, int fd,
 }
 
 static inline void snapshot_assert_eq(struct __test_metadata *_metadata,
-			       const struct svmbatch_snapshot *a,
-			       const struct svmbatch_snapshot *b)
+				      const struct svmbatch_snapshot *a,
+				      const struct svmbatch_snapshot *b)
 {
 	const struct svmbatch_stat *sa, *sb;
 	bool same = true;
