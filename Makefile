@@ -114,8 +114,12 @@ vmtest:
 
 demo: deps
 	@$(MAKE) --no-print-directory kmod-one demo-bin KERNEL=$(KERNEL)
-	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/release/svmbatch.ko \
-		--log $(BUILD)/vmtest/demo-$(KERNEL).log $(DEMO_OUT)/svmbatch_demo
+	@rc=0; tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/release/svmbatch.ko \
+		--log $(BUILD)/vmtest/demo-$(KERNEL).log $(DEMO_OUT)/svmbatch_demo || rc=$$?; \
+	echo "---- the demo, as printed in the $(KERNEL) guest ----"; \
+	sed -n '/SVMBATCH-VMTEST-BEGIN svmbatch_demo/,/SVMBATCH-VMTEST-END svmbatch_demo/p' \
+		$(BUILD)/vmtest/demo-$(KERNEL).log | grep -v -E '^(SVMBATCH-VMTEST|TAP version|1\.\.1)'; \
+	exit $$rc
 
 clean:
 	rm -rf $(BUILD)
