@@ -7,7 +7,7 @@
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
-KERNELS=${KERNELS:-6.1 6.12}
+KERNELS=${KERNELS:-6.1 6.12 debug}
 LOGDIR=build/check
 mkdir -p "$LOGDIR"
 
@@ -58,9 +58,14 @@ if ! run deps tools/install-deps.sh; then
 fi
 run uapi-header make --no-print-directory uapi-check
 run checkpatch make --no-print-directory checkpatch
+# The debug kernel is built once per machine (cached); the first build
+# takes tens of minutes.
+if [[ " $KERNELS " == *" debug "* ]]; then
+	run debug-kernel tools/vmtest/kernels.sh fetch debug
+fi
 for k in $KERNELS; do
 	run "kmod-$k-W1" make --no-print-directory kmod-one KERNEL="$k"
-	if command -v sparse >/dev/null; then
+	if [[ $k != debug ]] && command -v sparse >/dev/null; then
 		run "kmod-$k-sparse" make --no-print-directory sparse-one KERNEL="$k"
 	fi
 done

@@ -5,12 +5,70 @@
 # that no ABI number is hard-coded (Debian bumps them with every security
 # update).
 #
+# "debug" is the project's own debug kernel (KASAN, lockdep, kmemleak, fault
+# injection), built from Debian's linux-source-6.12 by build-debug-kernel.sh
+# and cached by (source package version, hash of its config and recipe).
+#
 # Library:  source tools/vmtest/kernels.sh; kernel_abi 6.12; kernel_fetch 6.1
-# CLI:      tools/vmtest/kernels.sh abi|fetch|headers 6.1|6.12
+# CLI:      tools/vmtest/kernels.sh abi|fetch|headers 6.1|6.12|debug
 
 set -euo pipefail
 
 SVMBATCH_CACHE=${SVMBATCH_CACHE:-/var/cache/svmbatch}
+KERNELS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# Version of Debian's linux-source-6.12, e.g. 6.12.117-1~deb12u1.
+debug_source_version() {
+	dpkg-query -W -f='${Version}' linux-source-6.12 2>/dev/null ||
+		{ echo "kernels.sh: linux-source-6.12 is not installed" >&2; return 1; }
+}
+
+# Cache key of the debug kernel: a new source package or a changed config
+# or recipe means a new build.
+debug_key() {
+	local ver sum
+	ver=$(debug_source_version) || return 1
+	sum=$(cat "$KERNELS_DIR/debug.config" "$KERNELS_DIR/build-debug-kernel.sh" |
+		sha256sum | cut -c1-12)
+	echo "$ver-$sum"
+}
+
+# 6.12.117-1~deb12u1 -> 6.12.117-svmbatch-debug (LOCALVERSION in debug.config)
+debug_abi() {
+	local ver
+	ver=$(debug_source_version) || return 1
+	echo "${ver%%-*}-svmbatch-debug"
+}
+
+# Build the debug kernel unless the cache has it; print its directory.
+debug_fetch() {
+	local key dir tmp
+	key=$(debug_key) || return 1
+	dir=$SVMBATCH_CACHE/debug-kernel/$key
+	if [[ -f $dir/.complete ]]; then
+		echo "$dir"
+		return 0
+	fi
+	mkdir -p "$SVMBATCH_CACHE/debug-kernel"
+	tmp=$(mktemp -d "$SVMBATCH_CACHE/debug-kernel/.build-$key.XXXXXX")
+	echo "kernels.sh: building the debug kernel ($key) into $tmp" >&2
+	if ! "$KERNELS_DIR/build-debug-kernel.sh" "$tmp" >&2; then
+		rm -rf "$tmp"
+		echo "kernels.sh: the debug kernel build failed" >&2
+		return 1
+	fi
+	if [[ $(cat "$tmp/release") != "$(debug_abi)" ]]; then
+		echo "kernels.sh: built $(cat "$tmp/release"), expected $(debug_abi)" >&2
+		rm -rf "$tmp"
+		return 1
+	fi
+	touch "$tmp/.complete"
+	# Only one debug kernel is kept: older keys are several GiB each.
+	find "$SVMBATCH_CACHE/debug-kernel" -mindepth 1 -maxdepth 1 \
+		! -name ".build-*" ! -name "$key" -exec rm -rf {} +
+	mv -T "$tmp" "$dir"
+	echo "$dir"
+}
 
 # Meta package whose single linux-image-* dependency is the current ABI.
 kernel_meta_package() {
@@ -18,7 +76,7 @@ kernel_meta_package() {
 	6.1) echo linux-image-amd64 ;;
 	6.12) echo linux-image-6.12-amd64 ;;
 	*)
-		echo "kernels.sh: unknown kernel '$1' (expected 6.1 or 6.12)" >&2
+		echo "kernels.sh: unknown kernel '$1' (expected 6.1, 6.12 or debug)" >&2
 		return 1
 		;;
 	esac
@@ -27,6 +85,7 @@ kernel_meta_package() {
 # kernel_abi NAME: print the ABI string, e.g. 6.1.0-56-amd64.
 kernel_abi() {
 	local meta abi
+	[[ $1 == debug ]] && { debug_abi; return; }
 	meta=$(kernel_meta_package "$1") || return 1
 	# "Depends: linux-image-6.1.0-56-amd64" -> "6.1.0-56-amd64". Skip the
 	# alternatives' "|Depends" form and unsigned/dbg variants.
@@ -42,7 +101,12 @@ kernel_abi() {
 
 # kernel_headers NAME: print the KDIR to build modules against.
 kernel_headers() {
-	local abi
+	local abi dir
+	if [[ $1 == debug ]]; then
+		dir=$(debug_fetch) || return 1
+		echo "$dir/src"
+		return
+	fi
 	abi=$(kernel_abi "$1") || return 1
 	echo "/usr/src/linux-headers-$abi"
 }
@@ -53,6 +117,7 @@ kernel_headers() {
 # second call (or a call after an interrupted one) does the right thing.
 kernel_fetch() {
 	local abi dir tmp deb
+	[[ $1 == debug ]] && { debug_fetch; return; }
 	abi=$(kernel_abi "$1") || return 1
 	dir=$SVMBATCH_CACHE/kernels/$abi
 	if [[ -f $dir/.complete ]]; then
@@ -93,7 +158,7 @@ kernel_fetch() {
 }
 
 kernels_usage() {
-	echo "usage: $0 abi|fetch|headers 6.1|6.12" >&2
+	echo "usage: $0 abi|fetch|headers 6.1|6.12|debug" >&2
 	exit 2
 }
 

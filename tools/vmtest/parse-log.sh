@@ -77,6 +77,12 @@ index($0, "SVMBATCH-VMTEST-") {
 		for (i = NR - 3; i <= NR; i++) if (i >= 1) note(tail[i % 20])
 	} else if (kind == "BOOTED") {
 		booted = substr(f[2], 8)
+	} else if (kind == "KMEMLEAK") {
+		leaks = substr(f[2], 7) + 0
+		if (leaks) {
+			fail("kmemleak: " leaks " unreferenced object(s) after the suite and rmmod")
+			note(at(NR, $0))
+		}
 	} else if (kind == "UPTIME") {
 		uptime = f[2]
 	}
