@@ -25,7 +25,7 @@ DEMO_OUT := $(BUILD)/demo
 abi = $(shell tools/vmtest/kernels.sh abi $(1))
 KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 
-.PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest \
+.PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest bench-kmod \
 	vmtest-one uapi-check checkpatch ksrc clean help
 
 all: kmod selftests
@@ -36,6 +36,7 @@ help:
 	@echo "make kmod      build the module for: $(KERNELS)"
 	@echo "make selftests build the kselftests into build/selftests"
 	@echo "make vmtest    run the selftests in guests of: $(KERNELS)"
+	@echo "make bench-kmod kernel benchmark in a guest (BENCH_KERNEL=$(BENCH_KERNEL))"
 	@echo "make clean"
 
 check:
@@ -109,6 +110,17 @@ selftests: ksrc
 demo-bin:
 	@mkdir -p $(DEMO_OUT)
 	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Iuapi tools/demo/svmbatch_demo.c -o $(DEMO_OUT)/svmbatch_demo
+
+# The kernel benchmark (not a test): in a guest of BENCH_KERNEL (debug has
+# gup_test for the pinning floor), results in bench/results/.
+BENCH_KERNEL ?= debug
+bench-kmod: ksrc
+	@$(MAKE) --no-print-directory kmod-one KERNEL=$(BENCH_KERNEL)
+	@mkdir -p $(BUILD)/bench
+	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Iuapi tools/bench/kmod_bench.c \
+		-o $(BUILD)/bench/kmod_bench $(firstword $(wildcard /usr/lib/*/liburing.a) -luring)
+	tools/bench/run-kmod-bench.sh $(BENCH_KERNEL) \
+		$(BUILD)/kmod/$(call abi,$(BENCH_KERNEL))/release/svmbatch.ko $(BUILD)/bench/kmod_bench
 
 # One guest: the fault-injection build of the module and every selftest.
 vmtest-one: kmod-one selftests

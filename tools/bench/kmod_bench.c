@@ -1,0 +1,391 @@
+// SPDX-License-Identifier: MIT
+/*
+ * Kernel benchmark of svmbatch, run inside a guest (make bench-kmod).
+ *
+ * For N ranges of one size it measures, median over REPS repetitions:
+ *   batch   one REGISTER of all N ranges + UNREGISTER
+ *   single  N one-range REGISTER + UNREGISTER calls
+ *   floor   the same pages pinned and unpinned by the kernel's gup_test
+ *           (PIN_FAST_BENCHMARK, FOLL_WRITE | FOLL_LONGTERM): the kernel's
+ *           own get + put time, summed over the N ranges, no syscall cost;
+ *           only where /sys/kernel/debug/gup_test exists (debug kernel)
+ *   uring   IORING_REGISTER_BUFFERS + UNREGISTER of the same iovecs
+ * and the module's metadata per pinned page (QUERY meta_bytes).
+ *
+ * Prints a table, then the JSON between SVMBATCH-BENCH-JSON-BEGIN/END
+ * lines, then a one-test TAP stream for the guest runner.  Not a test:
+ * numbers are reported, never judged.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <liburing.h>
+#include <linux/svmbatch.h>
+
+#define PAGE		4096UL
+#define REPS		21
+#define MAX_BYTES	(1024UL * 1024 * 1024)	/* per configuration, 3 GiB guest */
+#define THP_SIZE	(2UL << 20)
+
+/* mm/gup_test.h (not uapi) */
+struct gup_test {
+	uint64_t get_delta_usec;
+	uint64_t put_delta_usec;
+	uint64_t addr;
+	uint64_t size;
+	uint32_t nr_pages_per_call;
+	uint32_t gup_flags;
+	uint32_t test_flags;
+	uint32_t which_pages[8];
+};
+
+#define PIN_FAST_BENCHMARK	_IOWR('g', 2, struct gup_test)
+#define FOLL_WRITE		0x01
+#define FOLL_LONGTERM		0x100	/* 1 << 8 in 6.1 and 6.12 */
+#define GUP_CHUNK_PAGES		8192	/* svmbatch's pin chunk too */
+
+struct config {
+	unsigned int n;
+	unsigned long size;
+	int thp;
+	const char *name;
+};
+
+struct result {
+	double batch_us, single_us, floor_us, uring_us;
+	double meta_per_page;
+	unsigned long long segments, folios, pages;
+};
+
+static int svm_fd, gup_fd = -1;
+
+static double now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e6 + ts.tv_nsec / 1e3;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return v[n / 2];
+}
+
+static int svm_register(struct svmbatch_range *r, unsigned int n,
+			uint32_t *handle)
+{
+	struct svmbatch_register reg = {
+		.size = sizeof(reg), .ranges = (uintptr_t)r,
+		.nr_ranges = n, .range_size = sizeof(*r),
+	};
+
+	if (ioctl(svm_fd, SVMBATCH_REGISTER, &reg))
+		return -errno;
+	*handle = reg.handle;
+	return 0;
+}
+
+static int svm_unregister(uint32_t handle)
+{
+	struct svmbatch_unregister u = { .size = sizeof(u), .handle = handle };
+
+	return ioctl(svm_fd, SVMBATCH_UNREGISTER, &u) ? -errno : 0;
+}
+
+/*
+ * N ranges of one size, every other slot of one mapping so that no two
+ * ranges touch; THP configurations are 2 MiB aligned with MADV_HUGEPAGE.
+ */
+static char *map_ranges(const struct config *c, struct svmbatch_range *r,
+			struct iovec *iov, size_t *map_len)
+{
+	size_t stride = 2 * c->size, len = c->n * stride + THP_SIZE;
+	char *base, *p;
+	unsigned int i;
+	size_t off;
+
+	base = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED)
+		return NULL;
+	madvise(base, len, c->thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+	p = (char *)(((uintptr_t)base + THP_SIZE - 1) & ~(THP_SIZE - 1));
+	for (i = 0; i < c->n; i++) {
+		char *a = p + i * stride;
+
+		for (off = 0; off < c->size; off += PAGE)
+			a[off] = (char)i;
+		r[i] = (struct svmbatch_range) {
+			.addr = (uintptr_t)a, .len = c->size,
+		};
+		iov[i] = (struct iovec) { .iov_base = a, .iov_len = c->size };
+	}
+	*map_len = len;
+	return base;
+}
+
+static int bench_batch(const struct config *c, struct svmbatch_range *r,
+		       struct result *res)
+{
+	struct svmbatch_query q = { .size = sizeof(q) };
+	double t[REPS];
+	uint32_t h;
+	int i, ret;
+
+	for (i = 0; i < REPS; i++) {
+		double t0 = now_us();
+
+		ret = svm_register(r, c->n, &h);
+		if (ret)
+			return ret;
+		if (i == 0) {
+			double t1 = now_us();
+
+			q.handle = h;
+			if (ioctl(svm_fd, SVMBATCH_QUERY, &q))
+				return -errno;
+			res->pages = q.nr_pages;
+			res->segments = q.nr_segments;
+			res->folios = q.nr_folios;
+			res->meta_per_page = (double)q.meta_bytes / q.nr_pages;
+			t0 += now_us() - t1;	/* QUERY is not timed */
+		}
+		ret = svm_unregister(h);
+		if (ret)
+			return ret;
+		t[i] = now_us() - t0;
+	}
+	res->batch_us = median(t, REPS);
+	return 0;
+}
+
+static int bench_single(const struct config *c, struct svmbatch_range *r,
+			struct result *res)
+{
+	double t[REPS];
+	unsigned int k;
+	uint32_t h;
+	int i, ret;
+
+	for (i = 0; i < REPS; i++) {
+		double t0 = now_us();
+
+		for (k = 0; k < c->n; k++) {
+			ret = svm_register(&r[k], 1, &h);
+			if (!ret)
+				ret = svm_unregister(h);
+			if (ret)
+				return ret;
+		}
+		t[i] = now_us() - t0;
+	}
+	res->single_us = median(t, REPS);
+	return 0;
+}
+
+static int bench_floor(const struct config *c, struct svmbatch_range *r,
+		       struct result *res)
+{
+	double t[REPS];
+	unsigned int k;
+	int i;
+
+	res->floor_us = -1;
+	if (gup_fd < 0)
+		return 0;
+	for (i = 0; i < REPS; i++) {
+		double sum = 0;
+
+		for (k = 0; k < c->n; k++) {
+			struct gup_test g = {
+				.addr = r[k].addr, .size = r[k].len,
+				.nr_pages_per_call = GUP_CHUNK_PAGES,
+				.gup_flags = FOLL_WRITE | FOLL_LONGTERM,
+			};
+
+			if (ioctl(gup_fd, PIN_FAST_BENCHMARK, &g))
+				return -errno;
+			sum += g.get_delta_usec + g.put_delta_usec;
+		}
+		t[i] = sum;
+	}
+	res->floor_us = median(t, REPS);
+	return 0;
+}
+
+static int bench_uring(const struct config *c, const struct iovec *iov,
+		       struct result *res)
+{
+	struct io_uring ring;
+	double t[REPS];
+	int i, ret;
+
+	ret = io_uring_queue_init(4, &ring, 0);
+	if (ret)
+		return ret;
+	for (i = 0; i < REPS; i++) {
+		double t0 = now_us();
+
+		ret = io_uring_register_buffers(&ring, iov, c->n);
+		if (!ret)
+			ret = io_uring_unregister_buffers(&ring);
+		if (ret)
+			break;
+		t[i] = now_us() - t0;
+	}
+	io_uring_queue_exit(&ring);
+	if (ret)
+		return ret;
+	res->uring_us = median(t, REPS);
+	return 0;
+}
+
+static const struct config configs[] = {
+	{ 1, 4096, 0, "4KiB" }, { 16, 4096, 0, "4KiB" },
+	{ 256, 4096, 0, "4KiB" }, { 2000, 4096, 0, "4KiB" },
+	{ 16384, 4096, 0, "4KiB" },
+	{ 1, 65536, 0, "64KiB" }, { 16, 65536, 0, "64KiB" },
+	{ 256, 65536, 0, "64KiB" }, { 2000, 65536, 0, "64KiB" },
+	{ 16384, 65536, 0, "64KiB" },
+	{ 1, THP_SIZE, 1, "2MiB-THP" }, { 16, THP_SIZE, 1, "2MiB-THP" },
+	{ 256, THP_SIZE, 1, "2MiB-THP" }, { 2000, THP_SIZE, 1, "2MiB-THP" },
+	{ 16384, THP_SIZE, 1, "2MiB-THP" },
+	{ 1, 64UL << 20, 0, "64MiB" }, { 16, 64UL << 20, 0, "64MiB" },
+	{ 256, 64UL << 20, 0, "64MiB" }, { 2000, 64UL << 20, 0, "64MiB" },
+	{ 16384, 64UL << 20, 0, "64MiB" },
+};
+
+#define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
+#define NR_CONFIGS ARRAY_SIZE(configs)
+
+static double ratio(double a, double b)
+{
+	return a > 0 && b > 0 ? a / b : -1;
+}
+
+static void print_json_number(const char *key, double v, const char *sep)
+{
+	if (v < 0)
+		printf("\"%s\": null%s", key, sep);
+	else
+		printf("\"%s\": %.3f%s", key, v, sep);
+}
+
+int main(void)
+{
+	static struct result res[NR_CONFIGS];
+	static int skipped[NR_CONFIGS];
+	struct utsname u;
+	unsigned int i;
+	int ret;
+
+	printf("TAP version 13\n1..1\n");
+	svm_fd = open("/dev/svmbatch", O_RDWR | O_CLOEXEC);
+	if (svm_fd < 0) {
+		printf("not ok 1 kmod_bench # /dev/svmbatch: %s\n",
+		       strerror(errno));
+		return 1;
+	}
+	gup_fd = open("/sys/kernel/debug/gup_test", O_RDWR | O_CLOEXEC);
+	uname(&u);
+
+	printf("# %-9s %6s %12s %12s %12s %12s %8s %8s %8s %9s\n", "size", "N",
+	       "batch_us", "single_us", "floor_us", "uring_us", "a/c",
+	       "b/a", "a/d", "meta_B/pg");
+	for (i = 0; i < NR_CONFIGS; i++) {
+		const struct config *c = &configs[i];
+		struct svmbatch_range *r;
+		struct iovec *iov;
+		size_t map_len;
+		char *base;
+
+		if ((unsigned long)c->n * c->size > MAX_BYTES) {
+			skipped[i] = 1;
+			continue;
+		}
+		r = calloc(c->n, sizeof(*r));
+		iov = calloc(c->n, sizeof(*iov));
+		base = r && iov ? map_ranges(c, r, iov, &map_len) : NULL;
+		if (!base) {
+			printf("not ok 1 kmod_bench # no memory for %u x %s\n",
+			       c->n, c->name);
+			return 1;
+		}
+		ret = bench_batch(c, r, &res[i]);
+		if (!ret)
+			ret = bench_single(c, r, &res[i]);
+		if (!ret)
+			ret = bench_floor(c, r, &res[i]);
+		if (!ret)
+			ret = bench_uring(c, iov, &res[i]);
+		munmap(base, map_len);
+		free(r);
+		free(iov);
+		if (ret) {
+			printf("not ok 1 kmod_bench # %u x %s: %s\n", c->n,
+			       c->name, strerror(-ret));
+			return 1;
+		}
+		printf("# %-9s %6u %12.1f %12.1f %12.1f %12.1f %8.2f %8.2f %8.2f %9.2f\n",
+		       c->name, c->n, res[i].batch_us, res[i].single_us,
+		       res[i].floor_us, res[i].uring_us,
+		       ratio(res[i].batch_us, res[i].floor_us),
+		       ratio(res[i].single_us, res[i].batch_us),
+		       ratio(res[i].batch_us, res[i].uring_us),
+		       res[i].meta_per_page);
+		fflush(stdout);
+	}
+
+	printf("SVMBATCH-BENCH-JSON-BEGIN\n");
+	printf("{\n  \"benchmark\": \"kmod\",\n  \"kernel\": \"%s\",\n", u.release);
+	printf("  \"reps\": %d,\n  \"statistic\": \"median\",\n", REPS);
+	printf("  \"gup_test_floor\": %s,\n  \"results\": [\n",
+	       gup_fd >= 0 ? "true" : "false");
+	for (i = 0; i < NR_CONFIGS; i++) {
+		const struct config *c = &configs[i];
+		const struct result *x = &res[i];
+		int last = i == NR_CONFIGS - 1;
+
+		if (skipped[i]) {
+			printf("    {\"size\": \"%s\", \"n\": %u, ", c->name, c->n);
+			printf("\"skipped\": \"over %lu MiB\"}%s\n",
+			       MAX_BYTES >> 20, last ? "" : ",");
+			continue;
+		}
+		printf("    {\"size\": \"%s\", \"range_bytes\": %lu, \"n\": %u, \"pages\": %llu, ",
+		       c->name, c->size, c->n, x->pages);
+		printf("\"segments\": %llu, \"folios\": %llu, ", x->segments,
+		       x->folios);
+		print_json_number("batch_us", x->batch_us, ", ");
+		print_json_number("single_us", x->single_us, ", ");
+		print_json_number("gup_floor_us", x->floor_us, ", ");
+		print_json_number("io_uring_us", x->uring_us, ", ");
+		print_json_number("batch_over_floor", ratio(x->batch_us, x->floor_us), ", ");
+		print_json_number("single_over_batch", ratio(x->single_us, x->batch_us), ", ");
+		print_json_number("batch_over_io_uring", ratio(x->batch_us, x->uring_us), ", ");
+		print_json_number("meta_bytes_per_page", x->meta_per_page, "}");
+		printf("%s\n", last ? "" : ",");
+	}
+	printf("  ]\n}\nSVMBATCH-BENCH-JSON-END\n");
+	printf("ok 1 kmod_bench\n");
+	return 0;
+}
