@@ -63,6 +63,8 @@ void svmbatch_ctx_destroy(struct svmbatch_ctx *ctx)
 	xa_for_each(&ctx->regs, handle, reg) {
 		xa_erase(&ctx->regs, handle);
 		svmbatch_reg_put(reg);
+		/* A file may hold 65536 registrations: let others run. */
+		cond_resched();
 	}
 	xa_destroy(&ctx->regs);
 	mutex_destroy(&ctx->lock);

@@ -281,6 +281,7 @@ static void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty)
 
 		unpin_user_page_range_dirty_lock(run->first, run->nr_pages,
 						 dirty);
+		cond_resched();
 	}
 }
 
