@@ -10,11 +10,9 @@ cd "$(dirname "$0")/../.."
 kernel=$1 module=$2 bin=$3
 log=build/vmtest/bench-$kernel.log
 out=bench/results/kmod-$kernel-$(date -u +%Y-%m-%d).json
-extra=()
-[[ $kernel == debug ]] && extra=(--cmdline acpi=off)
 
 tools/vmtest/run.sh --kernel "$kernel" --module "$module" --mem 3072 \
-	--timeout 5400 --test-timeout 5000 --log "$log" "${extra[@]}" "$bin"
+	--timeout 5400 --test-timeout 5000 --log "$log" "$bin"
 
 sed -n '/^# *size /,/^SVMBATCH-BENCH-JSON-BEGIN/p' "$log" | sed '$d'
 mkdir -p bench/results
