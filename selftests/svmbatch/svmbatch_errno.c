@@ -34,9 +34,9 @@ FIXTURE_TEARDOWN(svmbatch)
 		close(self->fd);
 }
 
-static char *page(FIXTURE_DATA(svmbatch) *self, unsigned int n)
+static char *page(char *buf, unsigned int n)
 {
-	return self->buf + n * PAGE_SZ;
+	return buf + n * PAGE_SZ;
 }
 
 /* Exclusive end of the user address space, TASK_SIZE_MAX on x86-64. */
@@ -127,9 +127,9 @@ TEST_F(svmbatch, unknown_ioctls)
 TEST_F(svmbatch, register_basic)
 {
 	struct svmbatch_range r[3] = {
-		mkrange(page(self, 0), 2 * PAGE_SZ, 0),
-		mkrange(page(self, 10), PAGE_SZ, SVMBATCH_RANGE_READ_ONLY),
-		mkrange(page(self, 20), 5 * PAGE_SZ, 0),
+		mkrange(page(self->buf, 0), 2 * PAGE_SZ, 0),
+		mkrange(page(self->buf, 10), PAGE_SZ, SVMBATCH_RANGE_READ_ONLY),
+		mkrange(page(self->buf, 20), 5 * PAGE_SZ, 0),
 	};
 	long long pin0 = vmpin_kb();
 	__u32 h1, h2;
@@ -153,10 +153,10 @@ TEST_F(svmbatch, register_touching_ranges)
 {
 	/* Adjacent but not overlapping, in both address orders. */
 	struct svmbatch_range r[4] = {
-		mkrange(page(self, 4), 2 * PAGE_SZ, 0),
-		mkrange(page(self, 6), PAGE_SZ, SVMBATCH_RANGE_READ_ONLY),
-		mkrange(page(self, 2), 2 * PAGE_SZ, 0),
-		mkrange(page(self, 7), PAGE_SZ, 0),
+		mkrange(page(self->buf, 4), 2 * PAGE_SZ, 0),
+		mkrange(page(self->buf, 6), PAGE_SZ, SVMBATCH_RANGE_READ_ONLY),
+		mkrange(page(self->buf, 2), 2 * PAGE_SZ, 0),
+		mkrange(page(self->buf, 7), PAGE_SZ, 0),
 	};
 	__u32 h;
 	__u64 nr;
@@ -189,15 +189,15 @@ TEST_F(svmbatch, register_range_size_larger_zero_tail)
 	ASSERT_NE(NULL, arr);
 	for (i = 0; i < 3; i++)
 		*(struct svmbatch_range *)(arr + i * rsz) =
-			mkrange(page(self, 3 * i), PAGE_SZ, 0);
+			mkrange(page(self->buf, 3 * i), PAGE_SZ, 0);
 	ASSERT_EQ(0, _test_cmd_register(self->fd, arr, 3, rsz, &cmd));
 	EXPECT_EQ(SVMBATCH_NO_INDEX, cmd.error_index);
 	EXPECT_EQ(3ULL, cmd.nr_pages);
 	test_query_ranges_eq(self->fd, cmd.handle,
 			     ((struct svmbatch_range[]){
-				mkrange(page(self, 0), PAGE_SZ, 0),
-				mkrange(page(self, 3), PAGE_SZ, 0),
-				mkrange(page(self, 6), PAGE_SZ, 0) }), 3);
+				mkrange(page(self->buf, 0), PAGE_SZ, 0),
+				mkrange(page(self->buf, 3), PAGE_SZ, 0),
+				mkrange(page(self->buf, 6), PAGE_SZ, 0) }), 3);
 	test_cmd_unregister(cmd.handle);
 	free(arr);
 }
@@ -214,7 +214,7 @@ TEST_F(svmbatch, register_range_size_larger_nonzero_tail)
 		memset(arr, 0, 4 * rsz);
 		for (i = 0; i < 4; i++)
 			*(struct svmbatch_range *)(arr + i * rsz) =
-				mkrange(page(self, 2 * i), PAGE_SZ, 0);
+				mkrange(page(self->buf, 2 * i), PAGE_SZ, 0);
 		arr[k * rsz + rsz - 1] = 1;
 		test_err_register_sz(E2BIG, k, arr, 4, rsz);
 	}
@@ -222,7 +222,7 @@ TEST_F(svmbatch, register_range_size_larger_nonzero_tail)
 	memset(arr, 0, 4 * rsz);
 	for (i = 0; i < 4; i++)
 		*(struct svmbatch_range *)(arr + i * rsz) =
-			mkrange(page(self, 2 * i), PAGE_SZ, 0);
+			mkrange(page(self->buf, 2 * i), PAGE_SZ, 0);
 	arr[2 * rsz + RANGE_SZ] = 1;
 	((struct svmbatch_range *)(arr + 2 * rsz))->flags = 1U << 30;
 	test_err_register_sz(E2BIG, 2, arr, 4, rsz);
@@ -514,7 +514,7 @@ TEST_F(svmbatch, register_overlap)
 		c = &overlap_cases[i];
 		TH_LOG("case %s", c->name);
 		for (j = 0; j < c->nr; j++)
-			r[j] = mkrange(page(self, c->pg[j][0]),
+			r[j] = mkrange(page(self->buf, c->pg[j][0]),
 				       c->pg[j][1] * PAGE_SZ,
 				       j == 0 ? SVMBATCH_RANGE_READ_ONLY : 0);
 		test_err_register(EINVAL, c->err_index, r, c->nr);
@@ -548,8 +548,8 @@ TEST_F(svmbatch, register_overlap_before_pinning)
 	void *hole = unmapped_hole(PAGE_SZ);
 	struct svmbatch_range r[3] = {
 		mkrange(hole, PAGE_SZ, 0),
-		mkrange(page(self, 2), PAGE_SZ, 0),
-		mkrange(page(self, 2), PAGE_SZ, 0),
+		mkrange(page(self->buf, 2), PAGE_SZ, 0),
+		mkrange(page(self->buf, 2), PAGE_SZ, 0),
 	};
 
 	ASSERT_NE(NULL, hole);
@@ -560,10 +560,10 @@ TEST_F(svmbatch, register_overlap_before_pinning)
 TEST_F(svmbatch, register_task_size_before_overlap)
 {
 	struct svmbatch_range r[4] = {
-		mkrange(page(self, 0), PAGE_SZ, 0),
+		mkrange(page(self->buf, 0), PAGE_SZ, 0),
 		mkrange((void *)KERNEL_ADDR, PAGE_SZ, 0),
-		mkrange(page(self, 2), PAGE_SZ, 0),
-		mkrange(page(self, 2), PAGE_SZ, 0),
+		mkrange(page(self->buf, 2), PAGE_SZ, 0),
+		mkrange(page(self->buf, 2), PAGE_SZ, 0),
 	};
 
 	test_err_register(EFAULT, 1, r, 4);
@@ -595,28 +595,28 @@ TEST_F(svmbatch, register_len_at_max_range_bytes)
 TEST_F(svmbatch, pin_hole_inside_range)
 {
 	struct svmbatch_range r[3] = {
-		mkrange(page(self, 0), PAGE_SZ, 0),
-		mkrange(page(self, 10), 3 * PAGE_SZ, 0),
-		mkrange(page(self, 20), PAGE_SZ, 0),
+		mkrange(page(self->buf, 0), PAGE_SZ, 0),
+		mkrange(page(self->buf, 10), 3 * PAGE_SZ, 0),
+		mkrange(page(self->buf, 20), PAGE_SZ, 0),
 	};
 
-	ASSERT_EQ(0, munmap(page(self, 11), PAGE_SZ));
+	ASSERT_EQ(0, munmap(page(self->buf, 11), PAGE_SZ));
 	test_err_register(EFAULT, 1, r, 3);
 	r[1].flags = SVMBATCH_RANGE_READ_ONLY;
 	test_err_register(EFAULT, 1, r, 3);
 	/* A hole at the very end of the range, after a pinned part. */
-	r[1] = mkrange(page(self, 9), 3 * PAGE_SZ, 0);
+	r[1] = mkrange(page(self->buf, 9), 3 * PAGE_SZ, 0);
 	test_err_register(EFAULT, 1, r, 3);
 }
 
 TEST_F(svmbatch, pin_prot_none)
 {
 	struct svmbatch_range r[2] = {
-		mkrange(page(self, 0), PAGE_SZ, 0),
-		mkrange(page(self, 4), 4 * PAGE_SZ, 0),
+		mkrange(page(self->buf, 0), PAGE_SZ, 0),
+		mkrange(page(self->buf, 4), 4 * PAGE_SZ, 0),
 	};
 
-	ASSERT_EQ(0, mprotect(page(self, 6), PAGE_SZ, PROT_NONE));
+	ASSERT_EQ(0, mprotect(page(self->buf, 6), PAGE_SZ, PROT_NONE));
 	test_err_register(EFAULT, 1, r, 2);
 	r[1].flags = SVMBATCH_RANGE_READ_ONLY;
 	test_err_register(EFAULT, 1, r, 2);
@@ -625,13 +625,13 @@ TEST_F(svmbatch, pin_prot_none)
 TEST_F(svmbatch, pin_write_of_read_only_mapping)
 {
 	struct svmbatch_range r[3] = {
-		mkrange(page(self, 0), PAGE_SZ, 0),
-		mkrange(page(self, 30), PAGE_SZ, 0),
-		mkrange(page(self, 8), 2 * PAGE_SZ, 0),
+		mkrange(page(self->buf, 0), PAGE_SZ, 0),
+		mkrange(page(self->buf, 30), PAGE_SZ, 0),
+		mkrange(page(self->buf, 8), 2 * PAGE_SZ, 0),
 	};
 	__u32 h;
 
-	ASSERT_EQ(0, mprotect(page(self, 8), 2 * PAGE_SZ, PROT_READ));
+	ASSERT_EQ(0, mprotect(page(self->buf, 8), 2 * PAGE_SZ, PROT_READ));
 	test_err_register(EFAULT, 2, r, 3);
 	/* Read-only pin of the same mapping works. */
 	r[2].flags = SVMBATCH_RANGE_READ_ONLY;
@@ -787,9 +787,9 @@ TEST_F(svmbatch, handles_are_per_fd)
 TEST_F(svmbatch, query_basic)
 {
 	struct svmbatch_range r[3] = {
-		mkrange(page(self, 20), 2 * PAGE_SZ, 0),
-		mkrange(page(self, 2), PAGE_SZ, SVMBATCH_RANGE_READ_ONLY),
-		mkrange(page(self, 40), 3 * PAGE_SZ, 0),
+		mkrange(page(self->buf, 20), 2 * PAGE_SZ, 0),
+		mkrange(page(self->buf, 2), PAGE_SZ, SVMBATCH_RANGE_READ_ONLY),
+		mkrange(page(self->buf, 40), 3 * PAGE_SZ, 0),
 	};
 	struct svmbatch_query q;
 	__u32 h;
@@ -814,9 +814,9 @@ TEST_F(svmbatch, query_basic)
 TEST_F(svmbatch, query_ranges_cap_too_small)
 {
 	struct svmbatch_range r[3] = {
-		mkrange(page(self, 0), PAGE_SZ, 0),
-		mkrange(page(self, 4), PAGE_SZ, 0),
-		mkrange(page(self, 8), PAGE_SZ, 0),
+		mkrange(page(self->buf, 0), PAGE_SZ, 0),
+		mkrange(page(self->buf, 4), PAGE_SZ, 0),
+		mkrange(page(self->buf, 8), PAGE_SZ, 0),
 	};
 	struct svmbatch_range out[4];
 	struct svmbatch_query q;
@@ -852,9 +852,10 @@ TEST_F(svmbatch, query_range_size_larger)
 {
 	const __u32 rsz = RANGE_SZ + 16;
 	struct svmbatch_range r[3] = {
-		mkrange(page(self, 9), PAGE_SZ, 0),
-		mkrange(page(self, 1), 2 * PAGE_SZ, SVMBATCH_RANGE_READ_ONLY),
-		mkrange(page(self, 5), PAGE_SZ, 0),
+		mkrange(page(self->buf, 9), PAGE_SZ, 0),
+		mkrange(page(self->buf, 1), 2 * PAGE_SZ,
+			SVMBATCH_RANGE_READ_ONLY),
+		mkrange(page(self->buf, 5), PAGE_SZ, 0),
 	};
 	struct svmbatch_range *got;
 	struct svmbatch_query q;
@@ -953,8 +954,8 @@ FIXTURE_TEARDOWN(struct_size)
 #define ARG_SLACK 16	/* canary bytes beyond "size" */
 
 /* A valid v1 argument for the variant's command, zero up to @len. */
-static void prep_arg(FIXTURE_DATA(struct_size) *self,
-		     const FIXTURE_VARIANT(struct_size) *variant,
+static void prep_arg(unsigned long cmd, size_t v1_size,
+		     const struct svmbatch_range *range, __u32 handle,
 		     void *arg, size_t len)
 {
 	struct svmbatch_register *reg = arg;
@@ -962,29 +963,28 @@ static void prep_arg(FIXTURE_DATA(struct_size) *self,
 	struct svmbatch_query *q = arg;
 
 	memset(arg, 0, len);
-	*(__u32 *)arg = variant->v1_size;
-	switch (variant->cmd) {
+	*(__u32 *)arg = v1_size;
+	switch (cmd) {
 	case SVMBATCH_REGISTER:
-		reg->ranges = ptr_u64(&self->range);
+		reg->ranges = ptr_u64(range);
 		reg->nr_ranges = 1;
 		reg->range_size = RANGE_SZ;
 		break;
 	case SVMBATCH_UNREGISTER:
-		unreg->handle = self->handle;
+		unreg->handle = handle;
 		break;
 	case SVMBATCH_QUERY:
-		q->handle = self->handle;
+		q->handle = handle;
 		q->range_size = RANGE_SZ;
 		break;
 	}
 }
 
 /* Undo what a successful call did, so that snapshots compare. */
-static void undo_arg(FIXTURE_DATA(struct_size) *self,
-		     const FIXTURE_VARIANT(struct_size) *variant, void *arg)
+static void undo_arg(int fd, unsigned long cmd, void *arg)
 {
-	if (variant->cmd == SVMBATCH_REGISTER)
-		_test_unregister(self->fd,
+	if (cmd == SVMBATCH_REGISTER)
+		_test_unregister(fd,
 				 ((struct svmbatch_register *)arg)->handle);
 }
 
@@ -999,7 +999,8 @@ TEST_F(struct_size, too_small)
 	for (i = 0; i < ARRAY_SIZE(sizes); i++) {
 		if (sizes[i] >= v1)
 			continue;
-		prep_arg(self, variant, arg, sizeof(arg));
+		prep_arg(variant->cmd, variant->v1_size, &self->range,
+			 self->handle, arg, sizeof(arg));
 		*(__u32 *)arg = sizes[i];
 		memset(arg + v1, 0xa5, sizeof(arg) - v1);
 		memcpy(ref, arg, sizeof(arg));
@@ -1026,7 +1027,8 @@ TEST_F(struct_size, larger_nonzero_tail)
 	size_t t;
 
 	for (t = v1; t < v1 + ARG_TAIL; t += 5) {
-		prep_arg(self, variant, arg, sizeof(arg));
+		prep_arg(variant->cmd, variant->v1_size, &self->range,
+			 self->handle, arg, sizeof(arg));
 		*(__u32 *)arg = v1 + ARG_TAIL;
 		arg[t] = 0x01;
 		snapshot_take(_metadata, self->fd, &before);
@@ -1045,7 +1047,8 @@ TEST_F(struct_size, larger_zero_tail)
 	unsigned char arg[256];
 	size_t b;
 
-	prep_arg(self, variant, arg, sizeof(arg));
+	prep_arg(variant->cmd, variant->v1_size, &self->range,
+		 self->handle, arg, sizeof(arg));
 	*(__u32 *)arg = v1 + ARG_TAIL;
 	memset(arg + v1 + ARG_TAIL, 0xa5, ARG_SLACK);
 	snapshot_take(_metadata, self->fd, &before);
@@ -1064,7 +1067,7 @@ TEST_F(struct_size, larger_zero_tail)
 		EXPECT_EQ(2ULL, ((struct svmbatch_query *)arg)->nr_pages);
 	if (variant->cmd == SVMBATCH_REGISTER)
 		EXPECT_EQ(2ULL, ((struct svmbatch_register *)arg)->nr_pages);
-	undo_arg(self, variant, arg);
+	undo_arg(self->fd, variant->cmd, arg);
 	if (variant->cmd == SVMBATCH_UNREGISTER) {
 		test_err_query(ENOENT, self->handle);
 		return;

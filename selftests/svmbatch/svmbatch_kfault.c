@@ -90,13 +90,14 @@ FIXTURE_TEARDOWN(kfault)
  * with as few other syscalls in between as possible: every should_fail
  * site of this thread counts.
  */
-static int armed_register(FIXTURE_DATA(kfault) *self, unsigned long n,
+static int armed_register(const char *fail_nth_path, int fd,
+			  const struct svmbatch_range *r, unsigned long n,
 			  struct svmbatch_register *reg, int *err, long *left)
 {
 	char buf[32];
 	int nth_fd, ret, len;
 
-	nth_fd = open(self->fail_nth_path, O_RDWR | O_CLOEXEC);
+	nth_fd = open(fail_nth_path, O_RDWR | O_CLOEXEC);
 	if (nth_fd < 0)
 		return -1;
 	len = snprintf(buf, sizeof(buf), "%lu", n);
@@ -104,7 +105,7 @@ static int armed_register(FIXTURE_DATA(kfault) *self, unsigned long n,
 		close(nth_fd);
 		return -1;
 	}
-	ret = _test_cmd_register(self->fd, self->r, NR_RANGES,
+	ret = _test_cmd_register(fd, r, NR_RANGES,
 				 sizeof(struct svmbatch_range), reg);
 	*err = errno;
 	/*
@@ -140,7 +141,8 @@ TEST_F_TIMEOUT(kfault, register_sweep, 1500)
 
 	for (n = 1; n <= MAX_ITERS && !done; n++) {
 		snapshot_take(_metadata, self->fd, &before);
-		ret = armed_register(self, n, &reg, &err, &left);
+		ret = armed_register(self->fail_nth_path, self->fd, self->r, n,
+				     &reg, &err, &left);
 		ASSERT_LE(0, left) TH_LOG("cannot use %s", self->fail_nth_path);
 		snapshot_take(_metadata, self->fd, &after);
 

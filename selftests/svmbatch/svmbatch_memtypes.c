@@ -15,23 +15,28 @@
 #define MAP_HUGE_2MB (21 << 26)	/* log2(2 MiB) << MAP_HUGE_SHIFT */
 #endif
 
+/* A scratch file made by make_file(), removed by the teardown. */
+struct scratch_file {
+	int fd;
+	char path[256];
+};
+
 FIXTURE(memtypes) {
 	int fd;
-	int file_fd;
-	char path[256];
+	struct scratch_file file;
 };
 
 FIXTURE_SETUP(memtypes)
 {
 	svmbatch_open_or_skip(self->fd);
-	self->file_fd = -1;
+	self->file.fd = -1;
 }
 
 FIXTURE_TEARDOWN(memtypes)
 {
-	if (self->file_fd >= 0) {
-		close(self->file_fd);
-		unlink(self->path);
+	if (self->file.fd >= 0) {
+		close(self->file.fd);
+		unlink(self->file.path);
 	}
 	if (self->fd > 0)
 		close(self->fd);
@@ -68,7 +73,7 @@ register_one(struct __test_metadata *_metadata, int fd, const void *addr,
 
 /* Create @dir/svmbatch-test.XXXXXX holding @len bytes of a pattern. */
 static int make_file(struct __test_metadata *_metadata,
-		     FIXTURE_DATA(memtypes) *self, const char *dir, size_t len)
+		     struct scratch_file *f, const char *dir, size_t len)
 {
 	char *data = malloc(len);
 	size_t i;
@@ -76,13 +81,12 @@ static int make_file(struct __test_metadata *_metadata,
 	ASSERT_NE(NULL, data);
 	for (i = 0; i < len; i++)
 		data[i] = (char)(i * 7 + 3);
-	snprintf(self->path, sizeof(self->path), "%s/svmbatch-test.XXXXXX",
-		 dir);
-	self->file_fd = mkostemp(self->path, O_CLOEXEC);
-	ASSERT_LE(0, self->file_fd) TH_LOG("%s: %s", dir, strerror(errno));
-	ASSERT_EQ((ssize_t)len, pwrite(self->file_fd, data, len, 0));
+	snprintf(f->path, sizeof(f->path), "%s/svmbatch-test.XXXXXX", dir);
+	f->fd = mkostemp(f->path, O_CLOEXEC);
+	ASSERT_LE(0, f->fd) TH_LOG("%s: %s", dir, strerror(errno));
+	ASSERT_EQ((ssize_t)len, pwrite(f->fd, data, len, 0));
 	free(data);
-	return self->file_fd;
+	return f->fd;
 }
 
 static bool fs_has_no_writeback(const char *dir)
@@ -251,22 +255,22 @@ TEST_F(memtypes, shared_anonymous_writable)
 /* ----------------------------------------------------------------- files */
 
 static void private_file_writable(struct __test_metadata *_metadata,
-				  FIXTURE_DATA(memtypes) *self,
+				  int svm_fd, struct scratch_file *f,
 				  const char *dir)
 {
 	const size_t len = 16 * PAGE_SZ;
-	int fd = make_file(_metadata, self, dir, len);
+	int fd = make_file(_metadata, f, dir, len);
 	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
 
 	ASSERT_NE(MAP_FAILED, p);
-	register_one(_metadata, self->fd, p, len, 0);
-	register_one(_metadata, self->fd, p, len, SVMBATCH_RANGE_READ_ONLY);
+	register_one(_metadata, svm_fd, p, len, 0);
+	register_one(_metadata, svm_fd, p, len, SVMBATCH_RANGE_READ_ONLY);
 	munmap(p, len);
 }
 
 TEST_F(memtypes, private_file_tmp)
 {
-	private_file_writable(_metadata, self, "/tmp");
+	private_file_writable(_metadata, self->fd, &self->file, "/tmp");
 }
 
 /* MAP_PRIVATE of an ext4 file is not a shared writeback mapping. */
@@ -274,13 +278,13 @@ TEST_F(memtypes, private_file_writeback_dir)
 {
 	const char *dir = writeback_dir_or_skip();
 
-	private_file_writable(_metadata, self, dir);
+	private_file_writable(_metadata, self->fd, &self->file, dir);
 }
 
 TEST_F(memtypes, read_only_shared_file_tmp)
 {
 	const size_t len = 16 * PAGE_SZ;
-	int fd = make_file(_metadata, self, "/tmp", len);
+	int fd = make_file(_metadata, &self->file, "/tmp", len);
 	struct svmbatch_range r;
 	char *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
 
@@ -298,7 +302,7 @@ TEST_F(memtypes, read_only_shared_file_writeback_dir)
 {
 	const char *dir = writeback_dir_or_skip();
 	const size_t len = 16 * PAGE_SZ;
-	int fd = make_file(_metadata, self, dir, len);
+	int fd = make_file(_metadata, &self->file, dir, len);
 	char *p = mmap(NULL, len, PROT_READ, MAP_SHARED, fd, 0);
 
 	ASSERT_NE(MAP_FAILED, p);
@@ -311,7 +315,7 @@ TEST_F(memtypes, shared_writable_file_writeback_dir)
 {
 	const char *dir = writeback_dir_or_skip();
 	const size_t len = 16 * PAGE_SZ;
-	int fd = make_file(_metadata, self, dir, len);
+	int fd = make_file(_metadata, &self->file, dir, len);
 	char *anon = anon_map(16 * PAGE_SZ);
 	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	struct svmbatch_range r[4];
@@ -353,7 +357,7 @@ TEST_F(memtypes, range_spans_anon_and_shared_file)
 {
 	const char *dir = writeback_dir_or_skip();
 	const size_t len = 8 * PAGE_SZ;
-	int fd = make_file(_metadata, self, dir, len);
+	int fd = make_file(_metadata, &self->file, dir, len);
 	char *p = anon_map(2 * len), *f;
 	struct svmbatch_range r[2];
 
