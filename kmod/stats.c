@@ -93,10 +93,8 @@ DEFINE_SHOW_ATTRIBUTE(svmbatch_clients);
  * svmbatch_debugfs_init() - create /sys/kernel/debug/svmbatch
  *
  * debugfs is optional: failures are ignored, as debugfs itself expects.
- *
- * Return: the directory (possibly an error pointer).
  */
-struct dentry *svmbatch_debugfs_init(void)
+void svmbatch_debugfs_init(void)
 {
 	svmbatch_debugfs_dir = debugfs_create_dir("svmbatch", NULL);
 	debugfs_create_file("stats", 0444, svmbatch_debugfs_dir, NULL,
@@ -104,7 +102,6 @@ struct dentry *svmbatch_debugfs_init(void)
 	debugfs_create_file("clients", 0444, svmbatch_debugfs_dir, NULL,
 			    &svmbatch_clients_fops);
 	svmbatch_fault_debugfs_init(svmbatch_debugfs_dir);
-	return svmbatch_debugfs_dir;
 }
 
 /**

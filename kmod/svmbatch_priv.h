@@ -158,7 +158,7 @@ struct svmbatch_stats {
 
 extern struct svmbatch_stats svmbatch_stats;
 
-struct dentry *svmbatch_debugfs_init(void);
+void svmbatch_debugfs_init(void);
 void svmbatch_debugfs_exit(void);
 void svmbatch_clients_add(struct svmbatch_ctx *ctx);
 void svmbatch_clients_del(struct svmbatch_ctx *ctx);
