@@ -21,20 +21,38 @@ KSFT_DIR := $(KSRC)/tools/testing/selftests
 CHECKPATCH := $(KSRC)/scripts/checkpatch.pl
 SELFTESTS_OUT := $(BUILD)/selftests
 DEMO_OUT := $(BUILD)/demo
+# libsvmbatch: a release build (guest tests, demo, benchmarks) and an
+# ASan + UBSan build for the host tests.
+LIB_OUT := $(BUILD)/lib
+LIB_ASAN_OUT := $(BUILD)/lib-asan
+CMAKE_LIB = cmake -S libsvmbatch -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	-DCMAKE_INSTALL_PREFIX=/usr/local $(2) >/dev/null && cmake --build $(1) -j$$(nproc)
 
 # ABI (e.g. 6.12.117+deb12-amd64) of the kernel family $(KERNEL)
 abi = $(shell tools/vmtest/kernels.sh abi $(1))
 KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 
+.PHONY: lib lib-asan lib-test
 .PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest bench-kmod \
 	vmtest-one uapi-check checkpatch ksrc clean help
 
-all: kmod selftests
+all: kmod selftests lib
+
+lib:
+	$(call CMAKE_LIB,$(LIB_OUT))
+
+lib-asan:
+	$(call CMAKE_LIB,$(LIB_ASAN_OUT),-DSVMBATCH_SANITIZE=ON)
+
+# The library tests on the host: userspace mode, ASan + UBSan.
+lib-test: lib-asan
+	$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests
 
 help:
 	@echo "make check     all tests (host checks, module builds, guest selftests)"
 	@echo "make demo      boot a $(KERNEL) guest with the module and run the demo"
 	@echo "make kmod      build the module for: $(KERNELS)"
+	@echo "make lib       build libsvmbatch into build/lib (lib-test: host tests)"
 	@echo "make selftests build the kselftests into build/selftests"
 	@echo "make vmtest    run the selftests in guests of: $(KERNELS)"
 	@echo "make bench-kmod kernel benchmark in a guest (BENCH_KERNEL=$(BENCH_KERNEL))"

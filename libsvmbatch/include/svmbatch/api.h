@@ -1,0 +1,8 @@
+/* SPDX-License-Identifier: MIT */
+#ifndef SVMBATCH_API_H
+#define SVMBATCH_API_H
+
+/* The library is built with hidden visibility; this marks its interface. */
+#define SVMBATCH_API __attribute__((visibility("default")))
+
+#endif /* SVMBATCH_API_H */

@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include <svmbatch/api.h>
+#include <svmbatch/buffer.hpp>
+#include <svmbatch/registration.hpp>
+
+namespace svmbatch {
+
+/// Kernel: pages are pinned by svmbatch.ko in one transactional ioctl.
+/// Userspace: no module; the library checks the buffers the way the module
+/// would (same errno) and prefaults them; io_uring and GPU drivers pin.
+/// Auto: Kernel when /dev/svmbatch opens, else Userspace (info().reason says
+/// why).  The environment variable SVMBATCH_MODE (auto, kernel, userspace)
+/// replaces Auto, as KvikIO's compatibility mode does.
+enum class Mode {
+	Auto,
+	Kernel,
+	Userspace,
+};
+
+SVMBATCH_API const char *mode_name(Mode mode) noexcept;
+
+/// What GET_INFO reports in kernel mode; in userspace mode the module's
+/// default limits, so that both modes accept and refuse the same input.
+struct Info {
+	Mode mode = Mode::Userspace;
+	std::string reason;		///< why this mode was chosen
+	std::uint32_t abi_version = 0;	///< 0 in userspace mode
+	std::size_t page_size = 0;
+	std::uint64_t features = 0;	///< SVMBATCH_FEATURE_* bits
+	std::uint32_t max_ranges = 0;	///< kernel ranges per registration
+	std::uint32_t max_registrations = 0;
+	std::uint64_t max_range_bytes = 0;
+};
+
+namespace detail {
+class Device;
+}
+
+/// The library's entry point.  Kernel mode opens /dev/svmbatch; the fd is
+/// bound to this process's address space (a forked child gets EPERM).
+/// Registrations keep the device open, so they may outlive the Context.
+class SVMBATCH_API Context {
+public:
+	static constexpr const char *default_device = "/dev/svmbatch";
+
+	explicit Context(Mode mode = Mode::Auto,
+			 const std::string &device = default_device);
+	~Context();
+	Context(Context &&) noexcept;
+	Context &operator=(Context &&) noexcept;
+	Context(const Context &) = delete;
+	Context &operator=(const Context &) = delete;
+
+	Mode mode() const noexcept { return info_.mode; }
+	const Info &info() const noexcept { return info_; }
+
+	/// Register every buffer in one step: all of them or none.  Throws
+	/// Error with the index of the caller's buffer to blame.
+	Registration register_buffers(std::span<const Buffer> buffers);
+
+private:
+	std::shared_ptr<detail::Device> device_;	///< null in userspace mode
+	Info info_;
+};
+
+} // namespace svmbatch

@@ -1,0 +1,44 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <cstddef>
+#include <string>
+#include <system_error>
+
+#include <svmbatch/api.h>
+
+namespace svmbatch {
+
+/// The step of an operation that failed, so a caller can tell a bad buffer
+/// from a missing module or an io_uring limit.
+enum class Step {
+	Open,		///< opening the device
+	Info,		///< GET_INFO or ABI check
+	Validate,	///< the library's own checks of the caller's buffers
+	Register,	///< the kernel REGISTER (kernel mode) or the VMA check (userspace mode)
+	Query,		///< the kernel QUERY
+	IoUringRegister,	///< registering io_uring fixed buffers
+};
+
+/// Name of a step, for messages ("register", "io_uring-register", ...).
+SVMBATCH_API const char *step_name(Step step) noexcept;
+
+/// Every failure of the library.  code() is the errno (std::generic_category);
+/// buffer_index() names the caller's buffer to blame, or no_index.
+class SVMBATCH_API Error : public std::system_error {
+public:
+	static constexpr std::size_t no_index = static_cast<std::size_t>(-1);
+
+	Error(int err, Step step, const std::string &what,
+	      std::size_t buffer_index = no_index);
+
+	int err() const noexcept { return code().value(); }
+	Step step() const noexcept { return step_; }
+	std::size_t buffer_index() const noexcept { return buffer_index_; }
+
+private:
+	Step step_;
+	std::size_t buffer_index_;
+};
+
+} // namespace svmbatch

@@ -1,0 +1,107 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * svmbatch C API: a thin layer over the C++ library for HIP/C programs and
+ * language bindings.  Every function returning int returns 0 or a negative
+ * errno (as liburing does); svmbatch_last_error() gives this thread's
+ * message for the last failure.  Where a caller buffer is to blame, its
+ * index is stored in *failed_index (SVMBATCH_LIB_NO_INDEX otherwise).
+ */
+#ifndef SVMBATCH_SVMBATCH_H
+#define SVMBATCH_SVMBATCH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <svmbatch/api.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct io_uring;
+
+typedef struct svmbatch_ctx svmbatch_ctx;
+typedef struct svmbatch_reg svmbatch_reg;
+typedef struct svmbatch_fixed svmbatch_fixed;
+
+#define SVMBATCH_LIB_NO_INDEX ((size_t)-1)
+
+enum svmbatch_mode {
+	SVMBATCH_MODE_AUTO = 0,
+	SVMBATCH_MODE_KERNEL = 1,
+	SVMBATCH_MODE_USERSPACE = 2,
+};
+
+enum svmbatch_access {
+	SVMBATCH_ACCESS_READ_WRITE = 0,
+	SVMBATCH_ACCESS_READ_ONLY = 1,
+};
+
+struct svmbatch_buffer {
+	void *ptr;
+	size_t len;
+	enum svmbatch_access access;
+};
+
+struct svmbatch_ctx_info {
+	enum svmbatch_mode mode;	/* KERNEL or USERSPACE, never AUTO */
+	uint32_t abi_version;		/* 0 in userspace mode */
+	uint32_t max_ranges;
+	uint32_t max_registrations;
+	uint64_t page_size;
+	uint64_t features;		/* SVMBATCH_FEATURE_* of <linux/svmbatch.h> */
+	uint64_t max_range_bytes;
+};
+
+struct svmbatch_reg_info {
+	uint32_t handle;		/* 0 in userspace mode */
+	size_t nr_buffers;
+	size_t nr_ranges;		/* after merging */
+	uint64_t pages;
+	uint64_t pinned_pages;		/* 0 in userspace mode */
+};
+
+struct svmbatch_fixed_options {
+	int use_window;			/* 0: register the ring's whole table */
+	unsigned int window_first;
+	unsigned int window_size;	/* 0: up to the end of the table */
+};
+
+struct svmbatch_fixed_slice {
+	unsigned int index;
+	void *addr;
+	size_t len;
+};
+
+/* Contexts: device is NULL for /dev/svmbatch. */
+SVMBATCH_API int svmbatch_ctx_open(enum svmbatch_mode mode, const char *device,
+		      svmbatch_ctx **ctx);
+SVMBATCH_API void svmbatch_ctx_close(svmbatch_ctx *ctx);
+SVMBATCH_API int svmbatch_ctx_get_info(const svmbatch_ctx *ctx,
+			  struct svmbatch_ctx_info *info);
+
+/* Registrations: all buffers or none. */
+SVMBATCH_API int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
+		      size_t nr_buffers, svmbatch_reg **reg,
+		      size_t *failed_index);
+SVMBATCH_API void svmbatch_unregister(svmbatch_reg *reg);
+SVMBATCH_API int svmbatch_reg_get_info(const svmbatch_reg *reg,
+			  struct svmbatch_reg_info *info);
+
+/* io_uring fixed buffers; options may be NULL.  Free before the ring. */
+SVMBATCH_API int svmbatch_register_fixed(const svmbatch_reg *reg, struct io_uring *ring,
+			    const struct svmbatch_fixed_options *options,
+			    svmbatch_fixed **fixed);
+/* The first slice of caller buffer @buffer; -ERANGE past the end. */
+SVMBATCH_API int svmbatch_fixed_get(const svmbatch_fixed *fixed, size_t buffer,
+		       struct svmbatch_fixed_slice *slice);
+SVMBATCH_API void svmbatch_unregister_fixed(svmbatch_fixed *fixed);
+
+/* This thread's message for the last failed call ("" if none). */
+SVMBATCH_API const char *svmbatch_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* SVMBATCH_SVMBATCH_H */

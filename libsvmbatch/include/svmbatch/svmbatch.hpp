@@ -1,0 +1,9 @@
+// SPDX-License-Identifier: MIT
+// svmbatch: register many scattered buffers for GPU and io_uring in one step.
+#pragma once
+
+#include <svmbatch/buffer.hpp>
+#include <svmbatch/context.hpp>
+#include <svmbatch/error.hpp>
+#include <svmbatch/fixed_buffers.hpp>
+#include <svmbatch/registration.hpp>

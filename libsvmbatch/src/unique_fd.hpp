@@ -1,0 +1,41 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <unistd.h>
+
+#include <utility>
+
+namespace svmbatch::detail {
+
+/// An owned file descriptor, closed on destruction.
+class UniqueFd {
+public:
+	UniqueFd() = default;
+	explicit UniqueFd(int fd) noexcept : fd_(fd) {}
+	UniqueFd(UniqueFd &&other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+	UniqueFd &operator=(UniqueFd &&other) noexcept
+	{
+		if (this != &other) {
+			reset();
+			fd_ = std::exchange(other.fd_, -1);
+		}
+		return *this;
+	}
+	UniqueFd(const UniqueFd &) = delete;
+	UniqueFd &operator=(const UniqueFd &) = delete;
+	~UniqueFd() { reset(); }
+
+	int get() const noexcept { return fd_; }
+	bool valid() const noexcept { return fd_ >= 0; }
+	void reset() noexcept
+	{
+		if (fd_ >= 0)
+			::close(fd_);
+		fd_ = -1;
+	}
+
+private:
+	int fd_ = -1;
+};
+
+} // namespace svmbatch::detail

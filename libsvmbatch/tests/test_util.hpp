@@ -1,0 +1,76 @@
+// SPDX-License-Identifier: MIT
+// Helpers shared by the library tests.
+#pragma once
+
+#include <liburing.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include <svmbatch/svmbatch.hpp>
+
+namespace svmbatch::test {
+
+/// The mode the suite runs in: SVMBATCH_TEST_MODE=kernel|userspace (the
+/// guest runner sets kernel), userspace by default.
+Mode mode_under_test();
+
+/// A Context in mode_under_test().
+Context make_context();
+
+/// Kernel mode tests: true when /dev/svmbatch is there (else GTEST_SKIP).
+bool kernel_available();
+
+/// VmPin of this process in kB (mm->pinned_vm).
+long vm_pin_kb();
+
+/// One io_uring, exited on destruction.
+class Ring {
+public:
+	explicit Ring(unsigned entries = 64);
+	~Ring();
+	Ring(const Ring &) = delete;
+	Ring &operator=(const Ring &) = delete;
+	::io_uring &get() { return ring_; }
+	::io_uring *operator->() { return &ring_; }
+
+private:
+	::io_uring ring_{};
+};
+
+/// The byte expected at file offset off of a ScratchFile.
+inline std::uint8_t pattern_byte(std::uint64_t off)
+{
+	return static_cast<std::uint8_t>((off * 2654435761u) >> 13);
+}
+
+/// A temporary file of len bytes filled with pattern_byte(), removed on
+/// destruction (created in $TMPDIR or /tmp).
+class ScratchFile {
+public:
+	explicit ScratchFile(std::size_t len);
+	~ScratchFile();
+	ScratchFile(const ScratchFile &) = delete;
+	ScratchFile &operator=(const ScratchFile &) = delete;
+	int fd() const { return fd_; }
+	const std::string &path() const { return path_; }
+
+private:
+	int fd_ = -1;
+	std::string path_;
+};
+
+/// Drop CAP_IPC_LOCK from this process's effective set (io_uring then
+/// charges RLIMIT_MEMLOCK).  Returns false when it could not.  Use in a
+/// forked child only (see run_in_child).
+bool drop_cap_ipc_lock();
+
+/// Run fn in a forked child; returns its exit status (0 = pass).  A child
+/// that dies of a signal returns 128 + signal.  gtest assertions in fn do
+/// not propagate: fn returns the status itself.
+template <typename Fn> int run_in_child(Fn fn);
+
+} // namespace svmbatch::test
+
+#include "test_util_inl.hpp"

@@ -1,0 +1,37 @@
+// SPDX-License-Identifier: MIT
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <exception>
+
+namespace svmbatch::test {
+
+template <typename Fn> int run_in_child(Fn fn)
+{
+	pid_t pid = ::fork();
+
+	if (pid < 0)
+		return -1;
+	if (pid == 0) {
+		int status = 99;
+
+		try {
+			status = fn();
+		} catch (const std::exception &) {
+			status = 98;
+		}
+		::_exit(status);
+	}
+	int wstatus = 0;
+
+	if (::waitpid(pid, &wstatus, 0) != pid)
+		return -1;
+	if (WIFSIGNALED(wstatus))
+		return 128 + WTERMSIG(wstatus);
+	return WEXITSTATUS(wstatus);
+}
+
+} // namespace svmbatch::test
