@@ -1,0 +1,210 @@
+// SPDX-License-Identifier: MIT
+// What only the module does: pinning that shows in VmPin and in its
+// counters, transactional failure, the mm binding of the fd.  Run in the
+// guests (SVMBATCH_TEST_MODE=kernel); skipped on a host without the module.
+// ScatteredReadFixed runs in both modes.
+#include <gtest/gtest.h>
+
+#include <liburing.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <svmbatch/svmbatch.hpp>
+
+#include "test_util.hpp"
+
+namespace svmbatch {
+namespace {
+
+const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+
+/* The module's gauges (debugfs stats): what must not move on failure. */
+std::map<std::string, long long> module_gauges()
+{
+	std::ifstream f("/sys/kernel/debug/svmbatch/stats");
+	std::map<std::string, long long> all, gauges;
+	std::string name;
+	long long value;
+
+	while (f >> name >> value)
+		all[name] = value;
+	for (const char *g : {"contexts", "registrations", "pinned_pages", "meta_bytes"})
+		if (all.count(g))
+			gauges[g] = all[g];
+	return gauges;
+}
+
+class KernelModeTest : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		if (test::mode_under_test() != Mode::Kernel)
+			GTEST_SKIP() << "needs the module (kernel mode runs in the guests)";
+		if (!test::kernel_available())
+			GTEST_SKIP() << "no /dev/svmbatch";
+		ctx_.emplace(Mode::Kernel);
+	}
+	std::optional<Context> ctx_;
+};
+
+TEST_F(KernelModeTest, RegistrationIsCountedInVmPinAndTheModule)
+{
+	std::vector<char> mem(64 * page);
+	auto before = module_gauges();
+	long pin = test::vm_pin_kb();
+
+	ASSERT_FALSE(before.empty()) << "debugfs stats missing";
+	{
+		Registration r = ctx_->register_buffers(
+			std::vector<Buffer>{{mem.data() + 1, 40 * page}});
+		EXPECT_EQ(test::vm_pin_kb() - pin,
+			  static_cast<long>(r.pages() * page / 1024));
+		auto during = module_gauges();
+		EXPECT_EQ(during["registrations"], before["registrations"] + 1);
+		EXPECT_EQ(during["pinned_pages"],
+			  before["pinned_pages"] + static_cast<long long>(r.pages()));
+	}
+	EXPECT_EQ(test::vm_pin_kb(), pin);
+	EXPECT_EQ(module_gauges(), before);
+}
+
+TEST_F(KernelModeTest, AFailingBatchLeavesNothingBehind)
+{
+	const std::size_t n = 500;
+	std::vector<std::unique_ptr<char[]>> mem;
+	std::vector<Buffer> b;
+
+	for (std::size_t i = 0; i < n; i++) {
+		mem.emplace_back(new char[3 * page]);
+		b.push_back({mem.back().get(), 3 * page});
+	}
+	void *hole = ::mmap(nullptr, page, PROT_READ | PROT_WRITE,
+			    MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(hole, MAP_FAILED);
+	ASSERT_EQ(::munmap(hole, page), 0);
+	b.insert(b.begin() + 321, Buffer{hole, 8});
+
+	auto before = module_gauges();
+	long pin = test::vm_pin_kb();
+	try {
+		Registration r = ctx_->register_buffers(b);
+		FAIL() << "a batch with a hole registered";
+	} catch (const Error &e) {
+		EXPECT_EQ(e.err(), EFAULT);
+		EXPECT_EQ(e.buffer_index(), 321u);
+	}
+	EXPECT_EQ(test::vm_pin_kb(), pin);
+	EXPECT_EQ(module_gauges(), before);
+}
+
+TEST_F(KernelModeTest, AForkedChildCannotUseItsParentsContext)
+{
+	std::vector<char> mem(page);
+	int status = test::run_in_child([&] {
+		try {
+			Registration r = ctx_->register_buffers(
+				std::vector<Buffer>{{mem.data(), page}});
+		} catch (const Error &e) {
+			return e.err() == EPERM && e.step() == Step::Register ? 0 : 1;
+		}
+		return 2;
+	});
+	EXPECT_EQ(status, 0);
+}
+
+TEST_F(KernelModeTest, QueryAgreesWithThePlan)
+{
+	std::vector<char> mem(32 * page);
+	char *base = mem.data() + page - reinterpret_cast<std::uintptr_t>(mem.data()) % page;
+	std::vector<Buffer> b{{base, page}, {base + page, 100}, {base + 4 * page, 2 * page}};
+	Registration r = ctx_->register_buffers(b);
+	RegistrationStats s = r.query();
+
+	EXPECT_EQ(r.ranges().size(), 2u);
+	EXPECT_EQ(s.pages, 4u);
+	EXPECT_EQ(s.pages, r.pinned_pages());
+	EXPECT_GE(s.segments, 1u);
+	EXPECT_LE(s.segments, s.pages);
+}
+
+/*
+ * 2000 scattered malloc'd buffers, 4 KiB .. 64 KiB, read from a file with
+ * READ_FIXED through the library's fixed buffers: byte-exact.
+ */
+TEST(ScatteredReadFixed, TwoThousandBuffersGetTheFileByteForByte)
+{
+	if (test::mode_under_test() == Mode::Kernel && !test::kernel_available())
+		GTEST_SKIP() << "no /dev/svmbatch";
+	struct FreeDeleter {
+		void operator()(void *p) const { std::free(p); }
+	};
+	const std::size_t n = 2000;
+	std::mt19937 rng(2000);
+	std::vector<std::unique_ptr<char, FreeDeleter>> mem, spacers;
+	std::vector<Buffer> b;
+	std::size_t total = 0;
+
+	for (std::size_t i = 0; i < n; i++) {
+		std::size_t len = 4096 + rng() % (60 * 1024);
+
+		mem.emplace_back(static_cast<char *>(std::malloc(len)));
+		spacers.emplace_back(static_cast<char *>(std::malloc(1 + rng() % 8192)));
+		b.push_back({mem.back().get(), len});
+		total += len;
+	}
+	test::ScratchFile file(total);
+	Context ctx = test::make_context();
+	Registration reg = ctx.register_buffers(b);
+	test::Ring ring(128);
+	FixedBuffers fixed = reg.register_fixed(ring.get());
+	long pin_with_both = test::vm_pin_kb();
+
+	EXPECT_GT(pin_with_both, 0);
+	std::size_t submitted = 0, completed = 0, next = 0;
+	std::vector<std::size_t> offsets(n);	/* buffer i holds file[offsets[i]..] */
+	for (std::size_t i = 1; i < n; i++)
+		offsets[i] = offsets[i - 1] + b[i - 1].len;
+	while (completed < n) {
+		io_uring_sqe *sqe;
+
+		while (next < n && submitted - completed < 64 &&
+		       (sqe = io_uring_get_sqe(&ring.get()))) {
+			const FixedSlice &s = fixed[next];
+
+			ASSERT_EQ(s.len, b[next].len);
+			io_uring_prep_read_fixed(sqe, file.fd(), s.addr,
+						 static_cast<unsigned>(s.len),
+						 offsets[next], static_cast<int>(s.index));
+			sqe->user_data = next++;
+			submitted++;
+		}
+		ASSERT_GE(io_uring_submit(&ring.get()), 0);
+		io_uring_cqe *cqe;
+		ASSERT_EQ(io_uring_wait_cqe(&ring.get(), &cqe), 0);
+		ASSERT_EQ(cqe->res, static_cast<int>(b[cqe->user_data].len))
+			<< "buffer " << cqe->user_data;
+		io_uring_cqe_seen(&ring.get(), cqe);
+		completed++;
+	}
+	std::size_t bad = 0;
+	for (std::size_t i = 0; i < n; i++) {
+		const auto *p = static_cast<const std::uint8_t *>(b[i].ptr);
+
+		for (std::size_t k = 0; k < b[i].len; k++)
+			bad += p[k] != test::pattern_byte(offsets[i] + k);
+	}
+	EXPECT_EQ(bad, 0u);
+}
+
+} // namespace
+} // namespace svmbatch
