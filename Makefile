@@ -32,7 +32,7 @@ CMAKE_LIB = cmake -S libsvmbatch -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 abi = $(shell tools/vmtest/kernels.sh abi $(1))
 KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 
-.PHONY: lib lib-asan lib-test
+.PHONY: lib lib-asan lib-test lib-tidy
 .PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest bench-kmod \
 	vmtest-one uapi-check checkpatch ksrc clean help
 
@@ -43,6 +43,11 @@ lib:
 
 lib-asan:
 	$(call CMAKE_LIB,$(LIB_ASAN_OUT),-DSVMBATCH_SANITIZE=ON)
+
+# clang-tidy (libsvmbatch/.clang-tidy) over the library and the examples.
+lib-tidy: lib-asan
+	clang-tidy -p $(LIB_ASAN_OUT) --quiet libsvmbatch/src/*.cpp \
+		$(wildcard examples/*.cpp tools/bench/*.cpp)
 
 # The library tests on the host: userspace mode, ASan + UBSan.
 lib-test: lib-asan
@@ -147,10 +152,13 @@ bench-kmod: ksrc
 		$(BUILD)/kmod/$(call abi,$(BENCH_KERNEL))/release/svmbatch.ko $(BUILD)/bench/kmod_bench
 
 # One guest: the fault-injection build of the module and every selftest.
-vmtest-one: kmod-one selftests
+# The library's googletest binary (the host's ASan build) runs there too,
+# in kernel mode.
+vmtest-one: kmod-one selftests lib-asan
 	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/test/svmbatch.ko \
 		$(VMTEST_ARGS_$(KERNEL)) --log $(BUILD)/vmtest/$(KERNEL).log \
-		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort)
+		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort) \
+		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests
 
 vmtest:
 	@rc=0; for k in $(KERNELS); do $(MAKE) --no-print-directory vmtest-one KERNEL=$$k || rc=1; done; exit $$rc

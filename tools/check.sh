@@ -6,7 +6,7 @@
 # each guest contributes its kselftest subtests.
 set -uo pipefail
 
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 KERNELS=${KERNELS:-6.1 6.12 debug}
 LOGDIR=build/check
 mkdir -p "$LOGDIR"
@@ -29,9 +29,34 @@ run() {
 	fi
 }
 
+# tap NAME CMD...: a host test program printing TAP (SVMBATCH_TAP=1),
+# counted per test; output in build/check/NAME.log
+tap() {
+	local name=$1 start=$SECONDS log="$LOGDIR/$1.log" rc p f s
+	shift
+	SVMBATCH_TAP=1 "$@" >"$log" 2>&1
+	rc=$?
+	p=$(grep -cE '^ok [0-9]+' "$log")
+	s=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log")
+	f=$(grep -cE '^not ok [0-9]+' "$log")
+	p=$((p - s))
+	if ((rc && !f)); then
+		f=1 # died outside a test (sanitizer report at exit, crash)
+	fi
+	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
+	echo "$name: $p passed, $f failed, $s skipped (rc $rc, $((SECONDS - start)) s)"
+	if ((f)); then
+		failures+=("$name")
+		grep -E '^not ok|^#' "$log" | head -n 40 | sed 's/^/    /'
+		tail -n 15 "$log" | sed 's/^/    /'
+	fi
+	grep -E '# SKIP' "$log" | sed 's/^/    skip: /' | head -n 20
+}
+
 # guest KERNEL: the selftests in a guest, counted per subtest
 guest() {
-	local k=$1 log="$LOGDIR/vmtest-$k.log" start=$SECONDS summary p f s
+	local k=$1
+	local log="$LOGDIR/vmtest-$k.log" start=$SECONDS summary p f s
 	make --no-print-directory vmtest-one KERNEL="$k" >"$log" 2>&1
 	summary=$(grep -E "^vmtest $k: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$" "$log" | tail -n 1)
 	if [[ -z $summary ]]; then
@@ -70,6 +95,12 @@ for k in $KERNELS; do
 	fi
 done
 run selftests-build make --no-print-directory selftests
+run lib-build make --no-print-directory lib
+run lib-asan-build make --no-print-directory lib-asan
+run lib-clang-tidy make --no-print-directory lib-tidy
+if [[ -x build/lib-asan/tests/svmbatch_lib_tests ]]; then
+	tap lib-tests-host build/lib-asan/tests/svmbatch_lib_tests
+fi
 for k in $KERNELS; do
 	guest "$k"
 done

@@ -6,7 +6,6 @@
 
 #include <cerrno>
 #include <cstdlib>
-#include <cstring>
 #include <string_view>
 
 #include "device.hpp"
@@ -51,7 +50,8 @@ Info userspace_info(std::string reason)
 /* Mode::Auto gives way to $SVMBATCH_MODE; *from_env says it did. */
 Mode resolve_mode(Mode mode, bool *from_env)
 {
-	const char *env = std::getenv("SVMBATCH_MODE");
+	/* Read once per Context, like any library configuration. */
+	const char *env = std::getenv("SVMBATCH_MODE"); // NOLINT(concurrency-mt-unsafe)
 
 	*from_env = false;
 	if (mode != Mode::Auto || !env || !*env)
@@ -84,21 +84,20 @@ Context::Context(Mode requested, const std::string &device)
 	auto dev = std::make_shared<detail::Device>(device);
 	if (!dev->is_open()) {
 		int err = dev->open_errno();
-		std::string msg = device + ": " + std::strerror(err);
-
 		if (mode == Mode::Kernel)
 			throw Error(err, Step::Open,
-				    msg + (err == ENOENT ? " (is svmbatch.ko loaded?)"
-							 : ""));
-		info_ = userspace_info(msg + ": userspace mode");
+				    device + (err == ENOENT ? " (is svmbatch.ko loaded?)"
+							    : ""));
+		info_ = userspace_info(device + ": " +
+				       std::generic_category().message(err) +
+				       ": userspace mode");
 		return;
 	}
 
-	svmbatch_info ki;
+	svmbatch_info ki{};
 	int ret = dev->get_info(ki);
 	if (ret)
-		throw Error(-ret, Step::Info,
-			    device + ": GET_INFO: " + std::strerror(-ret));
+		throw Error(-ret, Step::Info, device + ": GET_INFO");
 	if (ki.abi_version != SVMBATCH_ABI_VERSION)
 		throw Error(EPROTONOSUPPORT, Step::Info,
 			    device + " speaks ABI " +

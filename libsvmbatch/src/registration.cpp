@@ -4,7 +4,6 @@
 #include <svmbatch/registration.hpp>
 
 #include <cerrno>
-#include <cstring>
 #include <stdexcept>
 #include <vector>
 
@@ -51,24 +50,25 @@ std::size_t blame(const detail::RegistrationState &s, std::size_t r,
 	return best;
 }
 
+/* A hint for the errno (Error's what() appends the errno's own text). */
 std::string describe_failure(int err, const detail::RegistrationState &s)
 {
-	std::string msg = std::strerror(err);
-
 	switch (err) {
 	case ENOMEM:
-		return msg + " (pinning " + std::to_string(s.pages) +
-		       " pages: check RLIMIT_MEMLOCK, ulimit -l)";
+		return "pinning " + std::to_string(s.pages) +
+		       " pages (RLIMIT_MEMLOCK, ulimit -l, is the limit)";
 	case ENOSPC:
-		return msg + " (the module's max_registrations is reached)";
+		return "the module's max_registrations is reached";
 	case EOPNOTSUPP:
-		return msg + " (a writable pin of a shared file mapping that "
-			     "needs dirty tracking)";
+		return "a writable pin of a shared file mapping that needs "
+		       "dirty tracking";
 	case EFAULT:
-		return msg + " (unmapped, PROT_NONE, or read-only memory "
-			     "registered for writing)";
+		return "unmapped, PROT_NONE, or read-only memory registered "
+		       "for writing";
+	case EPERM:
+		return "the context belongs to another process (fork)";
 	default:
-		return msg;
+		return "REGISTER";
 	}
 }
 
@@ -218,14 +218,14 @@ std::uint64_t Registration::pinned_pages() const noexcept
 RegistrationStats Registration::query() const
 {
 	const detail::RegistrationState &s = state();
-	svmbatch_query q;
+	svmbatch_query q{};
 
 	if (s.mode != Mode::Kernel)
 		throw Error(EOPNOTSUPP, Step::Query,
 			    "QUERY needs kernel mode (the module)");
 	int ret = s.device->query(s.handle, q);
 	if (ret)
-		throw Error(-ret, Step::Query, std::strerror(-ret));
+		throw Error(-ret, Step::Query, "QUERY");
 	return {q.nr_pages, q.nr_segments, q.nr_folios, q.meta_bytes};
 }
 

@@ -28,6 +28,8 @@ struct RegistrationState {
 	RegistrationState() = default;
 	RegistrationState(const RegistrationState &) = delete;
 	RegistrationState &operator=(const RegistrationState &) = delete;
+	RegistrationState(RegistrationState &&) = delete;
+	RegistrationState &operator=(RegistrationState &&) = delete;
 	~RegistrationState();
 };
 

@@ -131,8 +131,9 @@ VmaFault prefault(std::span<const KernelRange> ranges)
 		int ret;
 
 		do {
-			ret = ::madvise(reinterpret_cast<void *>(r.addr), r.len,
-					advice);
+			/* The address is the caller's: no pointer to keep. */
+			ret = ::madvise(reinterpret_cast<void *>(r.addr), // NOLINT(performance-no-int-to-ptr)
+					r.len, advice);
 		} while (ret && errno == EINTR);
 		/*
 		 * EINVAL: VM_IO/VM_PFNMAP memory, which GUP refuses with
