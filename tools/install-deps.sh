@@ -18,7 +18,7 @@ export DEBIAN_FRONTEND=noninteractive
 PACKAGES=(
 	build-essential bc kmod cpio xz-utils libelf-dev sparse
 	qemu-system-x86 busybox-static e2fsprogs
-	liburing-dev linux-source-6.12 cmake libgtest-dev
+	liburing-dev linux-source-6.12 cmake libgtest-dev pkg-config g++ clang-tidy
 	flex bison libssl-dev
 )
 KERNELS=(6.1 6.12)
