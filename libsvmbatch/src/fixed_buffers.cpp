@@ -1,0 +1,203 @@
+// SPDX-License-Identifier: MIT
+// A Registration's buffers as io_uring fixed buffers: one slot per piece of
+// at most 1 GiB, either as the ring's whole table or as a window of a
+// sparse table the application owns.
+#include <svmbatch/error.hpp>
+#include <svmbatch/fixed_buffers.hpp>
+#include <svmbatch/registration.hpp>
+
+#include <liburing.h>
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "registration_state.hpp"
+
+namespace svmbatch {
+
+namespace {
+
+/* Write iovecs into slots [first, first + n); 0..n = entries done, or -errno. */
+int update_slots(::io_uring &ring, unsigned first, const ::iovec *iov,
+		 unsigned n)
+{
+	std::vector<__u64> tags(n, 0);
+
+	return io_uring_register_buffers_update_tag(&ring, first, iov,
+						    tags.data(), n);
+}
+
+/* Clear slots [first, first + n); best effort, for undo and destruction. */
+void clear_slots(::io_uring &ring, unsigned first, unsigned n) noexcept
+{
+	try {
+		std::vector<::iovec> empty(n, ::iovec{nullptr, 0});
+
+		(void)update_slots(ring, first, empty.data(), n);
+	} catch (...) {
+		/* No memory for the vector: nothing more can be done here. */
+	}
+}
+
+/* The lowest-numbered caller buffer whose bytes lie in piece p. */
+std::size_t buffer_in_piece(const detail::RangePlan &plan, std::size_t p)
+{
+	for (std::size_t i = 0; i < plan.locations.size(); i++)
+		if (plan.locations[i].range <= p && p <= plan.last_range[i])
+			return i;
+	return Error::no_index;
+}
+
+} // namespace
+
+FixedBuffers Registration::register_fixed(::io_uring &ring,
+					  const FixedOptions &options) const
+{
+	const detail::RegistrationState &s = state();
+	detail::RangePlan plan = detail::plan_ranges(
+		s.buffers, s.page_size, io_uring_max_buffer_bytes);
+	const std::size_t n = plan.ranges.size();
+	const bool window = options.window_first.has_value();
+	const unsigned first = window ? *options.window_first : 0;
+	const std::size_t room = window && options.window_size
+					 ? options.window_size
+					 : io_uring_max_slots - std::min(first, io_uring_max_slots);
+
+	if (n > room)
+		throw Error(ENOSPC, Step::IoUringRegister,
+			    std::to_string(n) + " fixed buffers needed, " +
+				    (window ? "the window holds " : "io_uring allows ") +
+				    std::to_string(room));
+
+	std::vector<::iovec> iov(n);
+	for (std::size_t p = 0; p < n; p++)
+		iov[p] = {reinterpret_cast<void *>(plan.ranges[p].addr), // NOLINT(performance-no-int-to-ptr)
+			  plan.ranges[p].len};
+
+	FixedBuffers fixed;
+	fixed.first_slot_ = first;
+	fixed.nr_slots_ = static_cast<unsigned>(n);
+	fixed.window_ = window;
+	fixed.first_slice_.reserve(s.buffers.size() + 1);
+	for (std::size_t i = 0; i < s.buffers.size(); i++) {
+		auto addr = reinterpret_cast<std::uintptr_t>(s.buffers[i].ptr);
+		std::uintptr_t end = addr + s.buffers[i].len;
+
+		for (std::size_t p = plan.locations[i].range; p <= plan.last_range[i]; p++) {
+			const KernelRange &r = plan.ranges[p];
+			std::uintptr_t a = std::max(addr, r.addr);
+			std::uintptr_t e = std::min(end, r.addr + r.len);
+
+			fixed.slices_.push_back({first + static_cast<unsigned>(p),
+						 reinterpret_cast<void *>(a), // NOLINT(performance-no-int-to-ptr)
+						 e - a});
+		}
+		fixed.first_slice_.push_back(fixed.slices_.size());
+	}
+
+	if (!window) {
+		int ret = io_uring_register_buffers(&ring, iov.data(),
+						    static_cast<unsigned>(n));
+		if (ret < 0)
+			throw Error(-ret, Step::IoUringRegister,
+				    "io_uring_register_buffers of " +
+					    std::to_string(n) + " buffers" +
+					    (ret == -EBUSY ? " (the ring already has a table: use a window)"
+							   : ""));
+	} else {
+		int ret = update_slots(ring, first, iov.data(),
+				       static_cast<unsigned>(n));
+
+		/*
+		 * The kernel applies the update entry by entry and reports how
+		 * many it did.  Learn entry k's errno by retrying it alone while
+		 * the others still hold their pages (as when it failed), then
+		 * undo everything.
+		 */
+		if (ret >= 0 && static_cast<std::size_t>(ret) < n) {
+			auto k = static_cast<unsigned>(ret);
+
+			ret = update_slots(ring, first + k, &iov[k], 1);
+			if (ret >= 0) {
+				clear_slots(ring, first + k, 1);
+				ret = -EAGAIN;	/* failed once, not twice */
+			}
+			clear_slots(ring, first, k);
+			throw Error(-ret, Step::IoUringRegister,
+				    "io_uring buffer update of slot " +
+					    std::to_string(first + k) + " (" +
+					    std::to_string(k) + " of " + std::to_string(n) +
+					    " done, undone)",
+				    buffer_in_piece(plan, k));
+		}
+		if (ret < 0)
+			throw Error(-ret, Step::IoUringRegister,
+				    "io_uring buffer update of slots " +
+					    std::to_string(first) + ".." +
+					    std::to_string(first + n - 1));
+	}
+	fixed.ring_ = &ring;
+	return fixed;
+}
+
+FixedBuffers::FixedBuffers(FixedBuffers &&other) noexcept
+	: ring_(std::exchange(other.ring_, nullptr)), window_(other.window_),
+	  first_slot_(other.first_slot_), nr_slots_(other.nr_slots_),
+	  slices_(std::move(other.slices_)),
+	  first_slice_(std::exchange(other.first_slice_, {0}))
+{
+}
+
+FixedBuffers &FixedBuffers::operator=(FixedBuffers &&other) noexcept
+{
+	if (this != &other) {
+		reset();
+		ring_ = std::exchange(other.ring_, nullptr);
+		window_ = other.window_;
+		first_slot_ = other.first_slot_;
+		nr_slots_ = other.nr_slots_;
+		slices_ = std::move(other.slices_);
+		first_slice_ = std::exchange(other.first_slice_, {0});
+	}
+	return *this;
+}
+
+FixedBuffers::~FixedBuffers()
+{
+	reset();
+}
+
+void FixedBuffers::reset() noexcept
+{
+	if (!ring_)
+		return;
+	if (window_)
+		clear_slots(*ring_, first_slot_, nr_slots_);
+	else
+		(void)io_uring_unregister_buffers(ring_);
+	ring_ = nullptr;
+	slices_.clear();
+	first_slice_.assign(1, 0);
+}
+
+std::span<const FixedSlice> FixedBuffers::slices(std::size_t buffer) const
+{
+	if (buffer >= size())
+		throw std::out_of_range("svmbatch: fixed buffer index " +
+					std::to_string(buffer) + " of " +
+					std::to_string(size()));
+	return std::span(slices_).subspan(
+		first_slice_[buffer], first_slice_[buffer + 1] - first_slice_[buffer]);
+}
+
+const FixedSlice &FixedBuffers::operator[](std::size_t buffer) const
+{
+	return slices(buffer).front();
+}
+
+} // namespace svmbatch

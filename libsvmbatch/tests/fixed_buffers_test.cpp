@@ -1,0 +1,353 @@
+// SPDX-License-Identifier: MIT
+// io_uring fixed buffers over a registration, in the mode under test.
+#include <gtest/gtest.h>
+
+#include <liburing.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <svmbatch/svmbatch.hpp>
+
+#include "test_util.hpp"
+
+namespace svmbatch {
+namespace {
+
+const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+
+/* Anonymous memory, unmapped on destruction. */
+class Anon {
+public:
+	explicit Anon(std::size_t len, int extra_flags = 0) : len_(len)
+	{
+		void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | extra_flags, -1, 0);
+
+		if (p == MAP_FAILED)
+			throw std::runtime_error("mmap failed");
+		addr_ = static_cast<char *>(p);
+	}
+	~Anon() { ::munmap(addr_, len_); }
+	Anon(const Anon &) = delete;
+	Anon &operator=(const Anon &) = delete;
+	char *get() const { return addr_; }
+
+private:
+	char *addr_;
+	std::size_t len_;
+};
+
+/* One READ_FIXED (or WRITE_FIXED) to completion: the CQE's res. */
+int do_fixed(test::Ring &ring, bool read, int fd, void *addr, unsigned len,
+	     off_t off, unsigned index)
+{
+	io_uring_sqe *sqe = io_uring_get_sqe(&ring.get());
+	io_uring_cqe *cqe;
+
+	if (read)
+		io_uring_prep_read_fixed(sqe, fd, addr, len, off, static_cast<int>(index));
+	else
+		io_uring_prep_write_fixed(sqe, fd, addr, len, off, static_cast<int>(index));
+	if (io_uring_submit(&ring.get()) != 1 || io_uring_wait_cqe(&ring.get(), &cqe))
+		return -EIO;
+	int res = cqe->res;
+	io_uring_cqe_seen(&ring.get(), cqe);
+	return res;
+}
+
+bool matches_file(const char *p, std::size_t len, off_t off)
+{
+	for (std::size_t k = 0; k < len; k++)
+		if (static_cast<std::uint8_t>(p[k]) != test::pattern_byte(off + k))
+			return false;
+	return true;
+}
+
+class FixedBuffersTest : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		if (test::mode_under_test() == Mode::Kernel && !test::kernel_available())
+			GTEST_SKIP() << "kernel mode: no /dev/svmbatch";
+	}
+	Context ctx_ = test::make_context();
+};
+
+TEST_F(FixedBuffersTest, ReadAndWriteFixedThroughEverySlice)
+{
+	Anon mem(64 * page);
+	/* Three scattered buffers; the read-only one is a WRITE_FIXED source. */
+	std::vector<Buffer> b{{mem.get() + 10 * page + 100, 3000},
+			      {mem.get() + 100, 2 * page},
+			      {mem.get() + 40 * page, 5 * page, Access::ReadOnly}};
+	test::ScratchFile file(16 * page);
+	Registration reg = ctx_.register_buffers(b);
+	test::Ring ring;
+	FixedBuffers fixed = reg.register_fixed(ring.get());
+
+	ASSERT_EQ(fixed.size(), 3u);
+	EXPECT_EQ(fixed.nr_slots(), 3u);
+	for (std::size_t i = 0; i < 2; i++) {
+		const FixedSlice &s = fixed[i];
+
+		EXPECT_EQ(s.addr, b[i].ptr);
+		EXPECT_EQ(s.len, b[i].len);
+		ASSERT_EQ(do_fixed(ring, true, file.fd(), s.addr, static_cast<unsigned>(s.len),
+				   static_cast<off_t>(i * 777), s.index),
+			  static_cast<int>(s.len));
+		EXPECT_TRUE(matches_file(static_cast<char *>(b[i].ptr), b[i].len,
+					 static_cast<off_t>(i * 777)));
+	}
+	std::memset(b[2].ptr, 0x5a, b[2].len);
+	const FixedSlice &w = fixed[2];
+	ASSERT_EQ(do_fixed(ring, false, file.fd(), w.addr, static_cast<unsigned>(w.len), 0,
+			   w.index),
+		  static_cast<int>(w.len));
+	char c = 0;
+	ASSERT_EQ(::pread(file.fd(), &c, 1, static_cast<off_t>(w.len - 1)), 1);
+	EXPECT_EQ(c, 0x5a);
+}
+
+TEST_F(FixedBuffersTest, TouchingBuffersShareSlots)
+{
+	Anon mem(16 * page);
+	std::vector<Buffer> b;
+	for (std::size_t i = 0; i < 8; i++)	/* 8 buffers, 2 per page */
+		b.push_back({mem.get() + i * page / 2, page / 2});
+	Registration reg = ctx_.register_buffers(b);
+	test::Ring ring;
+	FixedBuffers fixed = reg.register_fixed(ring.get());
+
+	EXPECT_EQ(fixed.nr_slots(), 1u);
+	for (std::size_t i = 0; i < b.size(); i++) {
+		EXPECT_EQ(fixed[i].index, 0u);
+		EXPECT_EQ(fixed.slices(i).size(), 1u);
+	}
+	EXPECT_THROW(fixed[b.size()], std::out_of_range);
+}
+
+TEST_F(FixedBuffersTest, BufferOverOneGibSplitsIntoSlices)
+{
+	/* io_uring pins every page: 2.5 GiB must really be there. */
+	long avail_kb = 0;
+	std::ifstream meminfo("/proc/meminfo");
+	std::string key;
+	long value;
+	std::string unit;
+	while (meminfo >> key >> value >> unit)
+		if (key == "MemAvailable:")
+			avail_kb = value;
+	if (test::mode_under_test() == Mode::Kernel || avail_kb < (6L << 20))
+		GTEST_SKIP() << "needs 6 GiB available (io_uring pins 2.5 GiB), have "
+			     << avail_kb / 1024 << " MiB";
+
+	const std::size_t len = (std::size_t{5} << 29) + 3 * page;	/* 2.5 GiB + 3 pages */
+	Anon mem(len, MAP_NORESERVE);
+	std::vector<Buffer> b{{mem.get(), len}};
+	Registration reg = ctx_.register_buffers(b);
+	test::Ring ring;
+	FixedBuffers fixed = reg.register_fixed(ring.get());
+
+	ASSERT_EQ(fixed.nr_slots(), 3u);
+	auto s = fixed.slices(0);
+	ASSERT_EQ(s.size(), 3u);
+	EXPECT_EQ(s[0].len, io_uring_max_buffer_bytes);
+	EXPECT_EQ(s[1].index, 1u);
+	EXPECT_EQ(static_cast<char *>(s[2].addr), mem.get() + 2 * io_uring_max_buffer_bytes);
+	EXPECT_EQ(s[2].len, len - 2 * io_uring_max_buffer_bytes);
+	test::ScratchFile file(page);
+	EXPECT_EQ(do_fixed(ring, true, file.fd(), s[2].addr, static_cast<unsigned>(page), 0,
+			   s[2].index),
+		  static_cast<int>(page));
+}
+
+TEST_F(FixedBuffersTest, WindowCoexistsWithTheApplicationsBuffers)
+{
+	Anon app(page), mem(8 * page);
+	test::ScratchFile file(4 * page);
+	test::Ring ring;
+	::iovec app_iov{app.get(), page};
+	__u64 tag = 0;
+
+	ASSERT_EQ(io_uring_register_buffers_sparse(&ring.get(), 64), 0);
+	ASSERT_EQ(io_uring_register_buffers_update_tag(&ring.get(), 3, &app_iov, &tag, 1), 1);
+	std::vector<Buffer> b{{mem.get(), page}, {mem.get() + 4 * page, page}};
+	Registration reg = ctx_.register_buffers(b);
+	{
+		FixedOptions opt;
+		opt.window_first = 10;
+		opt.window_size = 4;
+		FixedBuffers fixed = reg.register_fixed(ring.get(), opt);
+
+		EXPECT_EQ(fixed.first_slot(), 10u);
+		EXPECT_EQ(fixed[0].index, 10u);
+		EXPECT_EQ(fixed[1].index, 11u);
+		EXPECT_EQ(do_fixed(ring, true, file.fd(), fixed[1].addr, 100, 5, fixed[1].index), 100);
+		EXPECT_TRUE(matches_file(mem.get() + 4 * page, 100, 5));
+		EXPECT_EQ(do_fixed(ring, true, file.fd(), app.get(), 64, 0, 3), 64);
+	}
+	/* The window is cleared, the application's slot 3 is intact. */
+	EXPECT_EQ(do_fixed(ring, true, file.fd(), mem.get(), 64, 0, 10), -EFAULT);
+	EXPECT_EQ(do_fixed(ring, true, file.fd(), app.get(), 64, 64, 3), 64);
+	EXPECT_TRUE(matches_file(app.get(), 64, 64));
+}
+
+TEST_F(FixedBuffersTest, TooFewSlotsIsEnospcAndChangesNothing)
+{
+	Anon mem(8 * page);
+	std::vector<Buffer> b{{mem.get(), page}, {mem.get() + 2 * page, page},
+			      {mem.get() + 4 * page, page}};
+	Registration reg = ctx_.register_buffers(b);
+	test::Ring ring;
+
+	ASSERT_EQ(io_uring_register_buffers_sparse(&ring.get(), 16), 0);
+	for (auto [first, size] : {std::pair{0u, 2u}, std::pair{io_uring_max_slots - 2, 0u}}) {
+		FixedOptions opt;
+		opt.window_first = first;
+		opt.window_size = size;
+		try {
+			FixedBuffers f = reg.register_fixed(ring.get(), opt);
+			ADD_FAILURE() << "3 buffers fit in 2 slots";
+		} catch (const Error &e) {
+			EXPECT_EQ(e.err(), ENOSPC);
+			EXPECT_EQ(e.step(), Step::IoUringRegister);
+			EXPECT_NE(std::string(e.what()).find("3 fixed buffers"), std::string::npos);
+		}
+	}
+	test::ScratchFile file(page);
+	EXPECT_EQ(do_fixed(ring, true, file.fd(), mem.get(), 8, 0, 0), -EFAULT);
+}
+
+TEST_F(FixedBuffersTest, SecondWholeTableIsEbusy)
+{
+	Anon mem(page);
+	Registration reg = ctx_.register_buffers(std::vector<Buffer>{{mem.get(), page}});
+	test::Ring ring;
+	FixedBuffers first = reg.register_fixed(ring.get());
+
+	try {
+		FixedBuffers second = reg.register_fixed(ring.get());
+		FAIL() << "two whole tables on one ring";
+	} catch (const Error &e) {
+		EXPECT_EQ(e.err(), EBUSY);
+	}
+}
+
+/*
+ * The k-th entry of a window update fails (RLIMIT_MEMLOCK, charged by
+ * io_uring without CAP_IPC_LOCK): the k entries before it are undone and
+ * the error names the caller's buffer of entry k.
+ */
+TEST_F(FixedBuffersTest, FailureOfTheKthUpdateUndoesTheOthers)
+{
+	const std::size_t k = 3, piece = 4 * page;
+	Anon mem(16 * piece);
+	std::vector<Buffer> b;
+	for (std::size_t i = 0; i < 6; i++)	/* caller order: reversed */
+		b.push_back({mem.get() + (5 - i) * 2 * piece, piece});
+	Registration reg = ctx_.register_buffers(b);
+
+	int status = test::run_in_child([&]() -> int {
+		if (!test::drop_cap_ipc_lock())
+			return 10;
+		rlimit lim{k * piece + piece / 2, k * piece + piece / 2};
+		if (::setrlimit(RLIMIT_MEMLOCK, &lim))
+			return 11;
+		test::Ring ring;	/* created without CAP_IPC_LOCK: it charges */
+		if (io_uring_register_buffers_sparse(&ring.get(), 16))
+			return 12;
+		long pin = test::vm_pin_kb();
+		FixedOptions opt;
+		opt.window_first = 4;
+		try {
+			FixedBuffers f = reg.register_fixed(ring.get(), opt);
+			return 13;
+		} catch (const Error &e) {
+			/* Piece k (address order) is caller buffer 5 - k. */
+			if (e.err() != ENOMEM || e.step() != Step::IoUringRegister) {
+				std::fprintf(stderr, "unexpected: %s\n", e.what());
+				return 14;
+			}
+			if (e.buffer_index() != 5 - k)
+				return 15;
+		}
+		if (test::vm_pin_kb() != pin)
+			return 16;
+		/* All k + 1 slots are free again and within the limit. */
+		for (unsigned slot = 4; slot < 4 + k + 1; slot++) {
+			::iovec iov{mem.get(), page};
+			__u64 tag = 0;
+
+			if (io_uring_register_buffers_update_tag(&ring.get(), slot, &iov, &tag, 1) != 1)
+				return 17;
+		}
+		return 0;
+	});
+	EXPECT_EQ(status, 0) << "child check " << status << " failed";
+}
+
+TEST_F(FixedBuffersTest, MovesTransferTheSlots)
+{
+	Anon mem(4 * page);
+	Registration reg = ctx_.register_buffers(std::vector<Buffer>{{mem.get(), page}});
+	test::Ring ring1, ring2;
+	FixedBuffers a = reg.register_fixed(ring1.get());
+	FixedBuffers b(std::move(a));
+
+	EXPECT_FALSE(a);	// NOLINT(bugprone-use-after-move): testing it
+	EXPECT_EQ(a.size(), 0u);
+	EXPECT_TRUE(b);
+	FixedBuffers c = reg.register_fixed(ring2.get());
+	c = std::move(b);	/* ring2's table goes, ring1's stays with c */
+	EXPECT_EQ(c.size(), 1u);
+	FixedBuffers again = reg.register_fixed(ring2.get());	/* ring2 is free */
+	EXPECT_TRUE(again);
+	c.reset();
+	c.reset();
+	EXPECT_FALSE(c);
+	FixedBuffers ring1_again = reg.register_fixed(ring1.get());
+	EXPECT_TRUE(ring1_again);
+}
+
+/*
+ * io_uring drops its page accounting when the last request that used a
+ * buffer is recycled, which may be after the unregister: VmPin is checked
+ * once the ring is gone.
+ */
+TEST_F(FixedBuffersTest, EitherMayBeDestroyedFirst)
+{
+	Anon mem(4 * page);
+	test::ScratchFile file(page);
+	long pin = test::vm_pin_kb();
+
+	for (bool registration_first : {true, false}) {
+		std::optional<test::Ring> ring(std::in_place);
+		std::optional<Registration> reg;
+		reg.emplace(ctx_.register_buffers(std::vector<Buffer>{{mem.get(), 2 * page}}));
+		std::optional<FixedBuffers> fixed;
+		fixed.emplace(reg->register_fixed(ring->get()));
+
+		if (registration_first)
+			reg.reset();	/* io_uring holds its own pins */
+		EXPECT_EQ(do_fixed(*ring, true, file.fd(), mem.get(), 128, 0, 0), 128);
+		EXPECT_TRUE(matches_file(mem.get(), 128, 0));
+		fixed.reset();
+		reg.reset();
+		ring.reset();
+		EXPECT_EQ(test::vm_pin_kb(), pin) << "registration first: " << registration_first;
+	}
+}
+
+} // namespace
+} // namespace svmbatch
