@@ -2,9 +2,11 @@
 /*
  * svmbatch C API: a thin layer over the C++ library for HIP/C programs and
  * language bindings.  Every function returning int returns 0 or a negative
- * errno (as liburing does); svmbatch_last_error() gives this thread's
- * message for the last failure.  Where a caller buffer is to blame, its
- * index is stored in *failed_index (SVMBATCH_LIB_NO_INDEX otherwise).
+ * errno (as liburing does) and never throws; svmbatch_last_error() gives
+ * this thread's message for the last call that returned int ("" after a
+ * success).  Where a caller buffer is to blame, its index is stored in
+ * *failed_index (SVMBATCH_LIB_NO_INDEX otherwise; failed_index may be NULL).
+ * The _close/_unregister functions accept NULL.
  */
 #ifndef SVMBATCH_SVMBATCH_H
 #define SVMBATCH_SVMBATCH_H

@@ -1,0 +1,211 @@
+// SPDX-License-Identifier: MIT
+// The C API: opaque handles over the C++ objects.  No exception crosses
+// this boundary; each becomes a negative errno and a thread-local message.
+#include <svmbatch/svmbatch.h>
+#include <svmbatch/svmbatch.hpp>
+
+#include <cerrno>
+#include <memory>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+struct svmbatch_ctx {
+	svmbatch::Context ctx;
+};
+
+struct svmbatch_reg {
+	svmbatch::Registration reg;
+};
+
+struct svmbatch_fixed {
+	svmbatch::FixedBuffers fixed;
+};
+
+namespace {
+
+thread_local std::string last_error;
+
+/* Run fn; map what it throws to -errno, the message and the failed index. */
+template <typename Fn> int guarded(size_t *failed_index, Fn fn) noexcept
+{
+	last_error.clear();
+	if (failed_index)
+		*failed_index = SVMBATCH_LIB_NO_INDEX;
+	try {
+		fn();
+		return 0;
+	} catch (const svmbatch::Error &e) {
+		if (failed_index)
+			*failed_index = e.buffer_index();
+		last_error = e.what();
+		return -e.err();
+	} catch (const std::bad_alloc &) {
+		last_error = "svmbatch: out of memory";
+		return -ENOMEM;
+	} catch (const std::exception &e) {
+		last_error = std::string("svmbatch: unexpected: ") + e.what();
+		return -EIO;
+	} catch (...) {
+		last_error = "svmbatch: unexpected exception";
+		return -EIO;
+	}
+}
+
+int invalid(const char *what) noexcept
+{
+	try {
+		last_error = std::string("svmbatch: ") + what;
+	} catch (...) {
+		/* The message is best effort. */
+	}
+	return -EINVAL;
+}
+
+svmbatch::Mode to_mode(svmbatch_mode m)
+{
+	switch (m) {
+	case SVMBATCH_MODE_KERNEL:
+		return svmbatch::Mode::Kernel;
+	case SVMBATCH_MODE_USERSPACE:
+		return svmbatch::Mode::Userspace;
+	case SVMBATCH_MODE_AUTO:
+		break;
+	}
+	return svmbatch::Mode::Auto;
+}
+
+} // namespace
+
+extern "C" {
+
+int svmbatch_ctx_open(enum svmbatch_mode mode, const char *device,
+		      svmbatch_ctx **ctx)
+{
+	if (!ctx)
+		return invalid("svmbatch_ctx_open: ctx is NULL");
+	*ctx = nullptr;
+	if (mode != SVMBATCH_MODE_AUTO && mode != SVMBATCH_MODE_KERNEL &&
+	    mode != SVMBATCH_MODE_USERSPACE)
+		return invalid("svmbatch_ctx_open: unknown mode");
+	return guarded(nullptr, [&] {
+		auto c = std::make_unique<svmbatch_ctx>(svmbatch_ctx{svmbatch::Context(
+			to_mode(mode), device ? device : svmbatch::Context::default_device)});
+		*ctx = c.release();	/* owned by the caller until svmbatch_ctx_close */
+	});
+}
+
+void svmbatch_ctx_close(svmbatch_ctx *ctx)
+{
+	delete ctx;	// NOLINT(cppcoreguidelines-owning-memory): C ownership
+}
+
+int svmbatch_ctx_get_info(const svmbatch_ctx *ctx, struct svmbatch_ctx_info *info)
+{
+	if (!ctx || !info)
+		return invalid("svmbatch_ctx_get_info: NULL argument");
+	const svmbatch::Info &i = ctx->ctx.info();
+
+	last_error.clear();
+	*info = {};
+	info->mode = i.mode == svmbatch::Mode::Kernel ? SVMBATCH_MODE_KERNEL
+						      : SVMBATCH_MODE_USERSPACE;
+	info->abi_version = i.abi_version;
+	info->max_ranges = i.max_ranges;
+	info->max_registrations = i.max_registrations;
+	info->page_size = i.page_size;
+	info->features = i.features;
+	info->max_range_bytes = i.max_range_bytes;
+	return 0;
+}
+
+int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
+		      size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index)
+{
+	if (failed_index)
+		*failed_index = SVMBATCH_LIB_NO_INDEX;
+	if (!ctx || !reg || (!buffers && nr_buffers))
+		return invalid("svmbatch_register: NULL argument");
+	*reg = nullptr;
+	return guarded(failed_index, [&] {
+		std::vector<svmbatch::Buffer> b(nr_buffers);
+
+		for (size_t i = 0; i < nr_buffers; i++)
+			b[i] = {buffers[i].ptr, buffers[i].len,
+				buffers[i].access == SVMBATCH_ACCESS_READ_ONLY
+					? svmbatch::Access::ReadOnly
+					: svmbatch::Access::ReadWrite};
+		auto r = std::make_unique<svmbatch_reg>(
+			svmbatch_reg{ctx->ctx.register_buffers(b)});
+		*reg = r.release();	/* owned by the caller until svmbatch_unregister */
+	});
+}
+
+void svmbatch_unregister(svmbatch_reg *reg)
+{
+	delete reg;	// NOLINT(cppcoreguidelines-owning-memory): C ownership
+}
+
+int svmbatch_reg_get_info(const svmbatch_reg *reg, struct svmbatch_reg_info *info)
+{
+	if (!reg || !info)
+		return invalid("svmbatch_reg_get_info: NULL argument");
+	last_error.clear();
+	*info = {};
+	info->handle = reg->reg.handle();
+	info->nr_buffers = reg->reg.buffers().size();
+	info->nr_ranges = reg->reg.ranges().size();
+	info->pages = reg->reg.pages();
+	info->pinned_pages = reg->reg.pinned_pages();
+	return 0;
+}
+
+int svmbatch_register_fixed(const svmbatch_reg *reg, struct io_uring *ring,
+			    const struct svmbatch_fixed_options *options,
+			    svmbatch_fixed **fixed)
+{
+	if (!reg || !ring || !fixed)
+		return invalid("svmbatch_register_fixed: NULL argument");
+	*fixed = nullptr;
+	return guarded(nullptr, [&] {
+		svmbatch::FixedOptions opt;
+
+		if (options && options->use_window) {
+			opt.window_first = options->window_first;
+			opt.window_size = options->window_size;
+		}
+		auto f = std::make_unique<svmbatch_fixed>(
+			svmbatch_fixed{reg->reg.register_fixed(*ring, opt)});
+		*fixed = f.release();	/* owned by the caller */
+	});
+}
+
+int svmbatch_fixed_get(const svmbatch_fixed *fixed, size_t buffer,
+		       struct svmbatch_fixed_slice *slice)
+{
+	if (!fixed || !slice)
+		return invalid("svmbatch_fixed_get: NULL argument");
+	last_error.clear();
+	if (buffer >= fixed->fixed.size()) {
+		last_error = "svmbatch_fixed_get: buffer index out of range";
+		return -ERANGE;
+	}
+	const svmbatch::FixedSlice &s = fixed->fixed[buffer];
+	slice->index = s.index;
+	slice->addr = s.addr;
+	slice->len = s.len;
+	return 0;
+}
+
+void svmbatch_unregister_fixed(svmbatch_fixed *fixed)
+{
+	delete fixed;	// NOLINT(cppcoreguidelines-owning-memory): C ownership
+}
+
+const char *svmbatch_last_error(void)
+{
+	return last_error.c_str();
+}
+
+} // extern "C"

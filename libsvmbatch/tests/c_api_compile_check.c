@@ -1,0 +1,34 @@
+/* SPDX-License-Identifier: MIT */
+/* The C API header as strict C11, and a call through it from C. */
+#include <errno.h>
+#include <stddef.h>
+
+#include <svmbatch/svmbatch.h>
+
+int svmbatch_c_api_userspace_roundtrip(void);
+
+int svmbatch_c_api_userspace_roundtrip(void)
+{
+	static char mem[3 * 4096];
+	struct svmbatch_buffer b[2] = {
+		{ mem, 100, SVMBATCH_ACCESS_READ_WRITE },
+		{ mem + 200, 100, SVMBATCH_ACCESS_READ_ONLY },
+	};
+	struct svmbatch_reg_info info;
+	svmbatch_ctx *ctx = NULL;
+	svmbatch_reg *reg = NULL;
+	size_t bad;
+	int ret;
+
+	ret = svmbatch_ctx_open(SVMBATCH_MODE_USERSPACE, NULL, &ctx);
+	if (ret)
+		return ret;
+	ret = svmbatch_register(ctx, b, 2, &reg, &bad);
+	if (!ret)
+		ret = svmbatch_reg_get_info(reg, &info);
+	if (!ret && info.nr_ranges != 1)
+		ret = -EPROTO;
+	svmbatch_unregister(reg);
+	svmbatch_ctx_close(ctx);
+	return ret;
+}
