@@ -32,7 +32,7 @@ CMAKE_LIB = cmake -S libsvmbatch -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 abi = $(shell tools/vmtest/kernels.sh abi $(1))
 KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 
-.PHONY: lib lib-asan lib-test lib-tidy
+.PHONY: lib lib-asan lib-test lib-tidy install
 .PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest bench-kmod \
 	vmtest-one uapi-check checkpatch ksrc clean help
 
@@ -48,6 +48,10 @@ lib-asan:
 lib-tidy: lib-asan
 	clang-tidy -p $(LIB_ASAN_OUT) --quiet libsvmbatch/src/*.cpp \
 		$(wildcard examples/*.cpp tools/bench/*.cpp)
+
+# Install the library (DESTDIR=... honoured) from the release build.
+install: lib
+	cmake --install $(LIB_OUT)
 
 # The library tests on the host: userspace mode, ASan + UBSan.
 lib-test: lib-asan

@@ -98,6 +98,7 @@ run selftests-build make --no-print-directory selftests
 run lib-build make --no-print-directory lib
 run lib-asan-build make --no-print-directory lib-asan
 run lib-clang-tidy make --no-print-directory lib-tidy
+run lib-install tools/check-install.sh
 if [[ -x build/lib-asan/tests/svmbatch_lib_tests ]]; then
 	tap lib-tests-host build/lib-asan/tests/svmbatch_lib_tests
 fi

@@ -1,0 +1,29 @@
+# SPDX-License-Identifier: MIT
+# make install / cmake --install (DESTDIR-aware): the shared and static
+# library, the headers (with the uapi header as <linux/svmbatch.h>), a CMake
+# package (find_package(svmbatch)) and svmbatch.pc.
+include(CMakePackageConfigHelpers)
+
+install(TARGETS svmbatch svmbatch_static EXPORT svmbatchTargets
+  LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+  ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+install(DIRECTORY include/svmbatch DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${SVMBATCH_UAPI_DIR}/linux/svmbatch.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/linux)
+
+set(SVMBATCH_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/svmbatch)
+install(EXPORT svmbatchTargets NAMESPACE svmbatch::
+  DESTINATION ${SVMBATCH_CMAKE_DIR})
+configure_package_config_file(cmake/svmbatchConfig.cmake.in
+  ${CMAKE_CURRENT_BINARY_DIR}/svmbatchConfig.cmake
+  INSTALL_DESTINATION ${SVMBATCH_CMAKE_DIR})
+write_basic_package_version_file(
+  ${CMAKE_CURRENT_BINARY_DIR}/svmbatchConfigVersion.cmake
+  COMPATIBILITY SameMajorVersion)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/svmbatchConfig.cmake
+  ${CMAKE_CURRENT_BINARY_DIR}/svmbatchConfigVersion.cmake
+  DESTINATION ${SVMBATCH_CMAKE_DIR})
+
+configure_file(cmake/svmbatch.pc.in ${CMAKE_CURRENT_BINARY_DIR}/svmbatch.pc @ONLY)
+install(FILES ${CMAKE_CURRENT_BINARY_DIR}/svmbatch.pc
+  DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
