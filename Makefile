@@ -20,7 +20,6 @@ KSRC := $(BUILD)/linux-source
 KSFT_DIR := $(KSRC)/tools/testing/selftests
 CHECKPATCH := $(KSRC)/scripts/checkpatch.pl
 SELFTESTS_OUT := $(BUILD)/selftests
-DEMO_OUT := $(BUILD)/demo
 # libsvmbatch: a release build (guest tests, demo, benchmarks) and an
 # ASan + UBSan build for the host tests.
 LIB_OUT := $(BUILD)/lib
@@ -32,7 +31,7 @@ CMAKE_LIB = cmake -S libsvmbatch -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 abi = $(shell tools/vmtest/kernels.sh abi $(1))
 KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 
-.PHONY: lib lib-asan lib-test lib-tidy install
+.PHONY: lib lib-asan lib-test lib-tidy install bench-lib
 .PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest bench-kmod \
 	vmtest-one uapi-check checkpatch ksrc clean help
 
@@ -64,6 +63,7 @@ help:
 	@echo "make lib       build libsvmbatch into build/lib (lib-test: host tests)"
 	@echo "make selftests build the kselftests into build/selftests"
 	@echo "make vmtest    run the selftests in guests of: $(KERNELS)"
+	@echo "make bench-lib library benchmark (host and a 6.12 guest)"
 	@echo "make bench-kmod kernel benchmark in a guest (BENCH_KERNEL=$(BENCH_KERNEL))"
 	@echo "make clean"
 
@@ -140,10 +140,6 @@ selftests: ksrc
 	$(MAKE) --no-print-directory -C selftests/svmbatch KSFT_DIR=$(KSFT_DIR) \
 		OUTPUT=$(SELFTESTS_OUT) UAPI_DIR=$(CURDIR)/uapi
 
-demo-bin:
-	@mkdir -p $(DEMO_OUT)
-	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Iuapi tools/demo/svmbatch_demo.c -o $(DEMO_OUT)/svmbatch_demo
-
 # The kernel benchmark (not a test): in a guest of BENCH_KERNEL (debug has
 # gup_test for the pinning floor), results in bench/results/.
 BENCH_KERNEL ?= debug
@@ -167,14 +163,25 @@ vmtest-one: kmod-one selftests lib-asan
 vmtest:
 	@rc=0; for k in $(KERNELS); do $(MAKE) --no-print-directory vmtest-one KERNEL=$$k || rc=1; done; exit $$rc
 
+# The README's main job: scatter_read in a guest with the module (kernel
+# mode), then on this host (userspace mode).
 demo: deps
-	@$(MAKE) --no-print-directory kmod-one demo-bin KERNEL=$(KERNEL)
+	@$(MAKE) --no-print-directory kmod-one lib KERNEL=$(KERNEL)
 	@rc=0; tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/release/svmbatch.ko \
-		--log $(BUILD)/vmtest/demo-$(KERNEL).log $(DEMO_OUT)/svmbatch_demo || rc=$$?; \
-	echo "---- the demo, as printed in the $(KERNEL) guest ----"; \
-	sed -n '/SVMBATCH-VMTEST-BEGIN svmbatch_demo/,/SVMBATCH-VMTEST-END svmbatch_demo/p' \
-		$(BUILD)/vmtest/demo-$(KERNEL).log | grep -v -E '^(SVMBATCH-VMTEST|TAP version|1\.\.1)'; \
+		--log $(BUILD)/vmtest/demo-$(KERNEL).log $(LIB_OUT)/examples/scatter_read || rc=$$?; \
+	echo; echo "==== in a $(KERNEL) guest with svmbatch.ko (QEMU, software-emulated) ===="; \
+	sed -n '/SVMBATCH-VMTEST-BEGIN scatter_read/,/SVMBATCH-VMTEST-END scatter_read/p' \
+		$(BUILD)/vmtest/demo-$(KERNEL).log | grep -v -E '^(SVMBATCH-VMTEST|TAP version|1\.\.1|ok 1)'; \
+	echo; echo "==== on this host, no module ===="; \
+	$(LIB_OUT)/examples/scatter_read --mode userspace || rc=1; \
 	exit $$rc
+
+# The library benchmark: on this host (userspace mode) and in a 6.12 guest
+# (both modes); JSON into bench/results/lib-<where>-<date>.json.
+bench-lib:
+	@$(MAKE) --no-print-directory kmod-one lib KERNEL=6.12
+	tools/bench/run-lib-bench.sh $(BUILD)/kmod/$(call abi,6.12)/release/svmbatch.ko \
+		$(LIB_OUT)/examples/lib_bench
 
 clean:
 	rm -rf $(BUILD)

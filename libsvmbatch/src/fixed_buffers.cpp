@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -59,8 +60,19 @@ FixedBuffers Registration::register_fixed(::io_uring &ring,
 					  const FixedOptions &options) const
 {
 	const detail::RegistrationState &s = state();
-	detail::RangePlan plan = detail::plan_ranges(
-		s.buffers, s.page_size, io_uring_max_buffer_bytes);
+	/*
+	 * The registration's ranges serve as they are unless one is over
+	 * io_uring's 1 GiB (planning again is most of this call's cost).
+	 */
+	bool fits = std::all_of(s.plan.ranges.begin(), s.plan.ranges.end(),
+				[](const KernelRange &r) {
+					return r.len <= io_uring_max_buffer_bytes;
+				});
+	std::optional<detail::RangePlan> replanned;
+	if (!fits)
+		replanned = detail::plan_ranges(s.buffers, s.page_size,
+						io_uring_max_buffer_bytes);
+	const detail::RangePlan &plan = fits ? s.plan : *replanned;
 	const std::size_t n = plan.ranges.size();
 	const bool window = options.window_first.has_value();
 	const unsigned first = window ? *options.window_first : 0;
@@ -84,6 +96,7 @@ FixedBuffers Registration::register_fixed(::io_uring &ring,
 	fixed.nr_slots_ = static_cast<unsigned>(n);
 	fixed.window_ = window;
 	fixed.first_slice_.reserve(s.buffers.size() + 1);
+	fixed.slices_.reserve(s.buffers.size());
 	for (std::size_t i = 0; i < s.buffers.size(); i++) {
 		auto addr = reinterpret_cast<std::uintptr_t>(s.buffers[i].ptr);
 		std::uintptr_t end = addr + s.buffers[i].len;

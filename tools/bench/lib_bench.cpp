@@ -1,0 +1,221 @@
+// SPDX-License-Identifier: MIT
+// Library benchmark (make bench-lib), not a test.  For N scattered buffers
+// of one size, median over REPS repetitions:
+//   fixed      Registration::register_fixed + destruction (io_uring table)
+//   raw        io_uring_register_buffers + io_uring_unregister_buffers of
+//              the same iovecs (the registration's merged ranges)
+//   kernel     Context(Kernel).register_buffers + destruction (where
+//              /dev/svmbatch exists)
+//   userspace  Context(Userspace).register_buffers + destruction
+// Prints a table, then JSON between SVMBATCH-BENCH-JSON-BEGIN/END lines, then
+// a one-test TAP stream for the guest runner.
+#include <liburing.h>
+#include <sys/mman.h>
+#include <sys/uio.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include <svmbatch/svmbatch.hpp>
+
+namespace {
+
+constexpr int reps = 21;
+/* The largest configuration: io_uring pins all of it, in a 3 GiB guest. */
+constexpr std::size_t max_bytes = std::size_t{512} << 20;
+
+struct Config {
+	std::size_t n;
+	std::size_t size;
+	const char *name;
+};
+
+struct Result {
+	Config c;
+	std::size_t ranges = 0;
+	double fixed_us = 0, raw_us = 0, kernel_us = -1, userspace_us = 0;
+	bool skipped = false;
+};
+
+template <typename Fn> double time_us(Fn fn)
+{
+	auto t0 = std::chrono::steady_clock::now();
+
+	fn();
+	return std::chrono::duration<double, std::micro>(
+		       std::chrono::steady_clock::now() - t0)
+		.count();
+}
+
+double median(std::vector<double> t)
+{
+	std::sort(t.begin(), t.end());
+	return t[t.size() / 2];
+}
+
+template <typename Fn> double median_us(Fn fn)
+{
+	std::vector<double> t;
+
+	for (int i = 0; i < reps; i++)
+		t.push_back(time_us(fn));
+	return median(t);
+}
+
+template <typename A, typename B> std::pair<double, double> paired_median_us(A a, B b)
+{
+	std::vector<double> ta, tb;
+
+	for (int i = 0; i < reps; i++) {
+		if (i % 2) {
+			ta.push_back(time_us(a));
+			tb.push_back(time_us(b));
+		} else {
+			tb.push_back(time_us(b));
+			ta.push_back(time_us(a));
+		}
+	}
+	return {median(ta), median(tb)};
+}
+
+/* Anonymous memory, unmapped on destruction. */
+class Anon {
+public:
+	explicit Anon(std::size_t len) : len_(len)
+	{
+		void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (p == MAP_FAILED)
+			throw std::bad_alloc();
+		addr_ = static_cast<char *>(p);
+	}
+	~Anon() { ::munmap(addr_, len_); }
+	Anon(const Anon &) = delete;
+	Anon &operator=(const Anon &) = delete;
+	char *get() const { return addr_; }
+
+private:
+	char *addr_;
+	std::size_t len_;
+};
+
+void check(int ret, const char *what)
+{
+	if (ret < 0)
+		throw svmbatch::Error(-ret, svmbatch::Step::IoUringRegister, what);
+}
+
+Result bench(const Config &c, std::optional<svmbatch::Context> &kernel,
+	     svmbatch::Context &userspace)
+{
+	Result r{c};
+
+	if (c.n * c.size > max_bytes) {
+		r.skipped = true;
+		return r;
+	}
+	/* Every other slot: N separate buffers, N separate ranges. */
+	Anon mem(2 * c.n * c.size);
+	std::vector<svmbatch::Buffer> b;
+	for (std::size_t i = 0; i < c.n; i++)
+		b.push_back({mem.get() + 2 * i * c.size, c.size});
+
+	svmbatch::Registration reg = userspace.register_buffers(b);
+	std::vector<iovec> iov;
+	for (const svmbatch::KernelRange &k : reg.ranges())
+		iov.push_back({reinterpret_cast<void *>(k.addr), k.len});	// NOLINT(performance-no-int-to-ptr)
+	r.ranges = iov.size();
+
+	io_uring ring;
+	check(io_uring_queue_init(8, &ring, 0), "io_uring_queue_init");
+	/* Interleaved, alternating which goes first: drift hits both alike. */
+	std::tie(r.fixed_us, r.raw_us) = paired_median_us(
+		[&] { (void)reg.register_fixed(ring); },
+		[&] {
+			check(io_uring_register_buffers(&ring, iov.data(),
+							static_cast<unsigned>(iov.size())),
+			      "io_uring_register_buffers");
+			check(io_uring_unregister_buffers(&ring),
+			      "io_uring_unregister_buffers");
+		});
+	io_uring_queue_exit(&ring);
+
+	r.userspace_us = median_us([&] { (void)userspace.register_buffers(b); });
+	if (kernel)
+		r.kernel_us = median_us([&] { (void)kernel->register_buffers(b); });
+	return r;
+}
+
+} // namespace
+
+int main()
+{
+	const Config configs[] = {
+		{16, 4096, "4KiB"},	{256, 4096, "4KiB"},  {2000, 4096, "4KiB"},
+		{16384, 4096, "4KiB"},	{16, 65536, "64KiB"}, {256, 65536, "64KiB"},
+		{2000, 65536, "64KiB"}, {16384, 65536, "64KiB"},
+	};
+	std::optional<svmbatch::Context> kernel;
+	svmbatch::Context userspace(svmbatch::Mode::Userspace);
+	std::vector<Result> results;
+	utsname u{};
+
+	std::printf("TAP version 13\n1..1\n");
+	::uname(&u);
+	try {
+		if (::access(svmbatch::Context::default_device, F_OK) == 0)
+			kernel.emplace(svmbatch::Mode::Kernel);
+		std::printf("# %-6s %6s %7s %11s %11s %7s %11s %11s %7s\n", "size", "N",
+			    "ranges", "fixed_us", "raw_us", "fix/raw", "kernel_us",
+			    "user_us", "k/u");
+		for (const Config &c : configs) {
+			Result r = bench(c, kernel, userspace);
+
+			results.push_back(r);
+			if (r.skipped)
+				continue;
+			std::printf("# %-6s %6zu %7zu %11.1f %11.1f %7.3f %11.1f %11.1f %7.2f\n",
+				    c.name, c.n, r.ranges, r.fixed_us, r.raw_us,
+				    r.fixed_us / r.raw_us, r.kernel_us, r.userspace_us,
+				    r.kernel_us > 0 ? r.kernel_us / r.userspace_us : 0.0);
+			std::fflush(stdout);
+		}
+	} catch (const std::exception &e) {
+		std::printf("not ok 1 lib_bench # %s\n", e.what());
+		return 1;
+	}
+
+	std::printf("SVMBATCH-BENCH-JSON-BEGIN\n{\n  \"benchmark\": \"lib\",\n");
+	std::printf("  \"kernel\": \"%s\",\n  \"module\": %s,\n", u.release,
+		    kernel ? "true" : "false");
+	std::printf("  \"reps\": %d,\n  \"statistic\": \"median\",\n  \"results\": [\n", reps);
+	for (std::size_t i = 0; i < results.size(); i++) {
+		const Result &r = results[i];
+		const char *sep = i + 1 < results.size() ? "," : "";
+
+		if (r.skipped) {
+			std::printf("    {\"size\": \"%s\", \"n\": %zu, \"skipped\": \"over %zu MiB\"}%s\n",
+				    r.c.name, r.c.n, max_bytes >> 20, sep);
+			continue;
+		}
+		std::printf("    {\"size\": \"%s\", \"n\": %zu, \"ranges\": %zu, "
+			    "\"library_fixed_us\": %.3f, \"raw_io_uring_us\": %.3f, "
+			    "\"library_over_raw\": %.4f, ",
+			    r.c.name, r.c.n, r.ranges, r.fixed_us, r.raw_us,
+			    r.fixed_us / r.raw_us);
+		if (kernel)
+			std::printf("\"kernel_register_us\": %.3f, \"kernel_over_userspace\": %.4f, ",
+				    r.kernel_us, r.kernel_us / r.userspace_us);
+		std::printf("\"userspace_register_us\": %.3f}%s\n", r.userspace_us, sep);
+	}
+	std::printf("  ]\n}\nSVMBATCH-BENCH-JSON-END\nok 1 lib_bench\n");
+	return 0;
+}
