@@ -11,6 +11,8 @@
 #ifndef SVMBATCH_SVMBATCH_H
 #define SVMBATCH_SVMBATCH_H
 
+/* A C header: C++'s modernize advice does not apply. */
+/* NOLINTBEGIN(modernize-deprecated-headers,modernize-use-using) */
 #include <stddef.h>
 #include <stdint.h>
 
@@ -106,4 +108,5 @@ SVMBATCH_API const char *svmbatch_last_error(void);
 }
 #endif
 
+/* NOLINTEND(modernize-deprecated-headers,modernize-use-using) */
 #endif /* SVMBATCH_SVMBATCH_H */
