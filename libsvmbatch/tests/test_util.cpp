@@ -46,6 +46,17 @@ long vm_pin_kb()
 	return -1;
 }
 
+long settled_vm_pin_kb(long want, int timeout_ms)
+{
+	long kb = vm_pin_kb();
+
+	for (int waited = 0; kb != want && waited < timeout_ms; waited += 10) {
+		::usleep(10 * 1000);
+		kb = vm_pin_kb();
+	}
+	return kb;
+}
+
 Ring::Ring(unsigned entries)
 {
 	int ret = io_uring_queue_init(entries, &ring_, 0);

@@ -25,6 +25,10 @@ bool kernel_available();
 /// VmPin of this process in kB (mm->pinned_vm).
 long vm_pin_kb();
 
+/// VmPin once it equals want, or after timeout_ms: io_uring drops its
+/// pins from a worker after the ring exits, so its VmPin settles later.
+long settled_vm_pin_kb(long want, int timeout_ms = 5000);
+
 /// One io_uring, exited on destruction.
 class Ring {
 public:
