@@ -29,4 +29,17 @@ static inline bool svmbatch_vma_needs_dirty_tracking(struct vm_area_struct *vma)
 	return vma->vm_file && mapping_can_writeback(vma->vm_file->f_mapping);
 }
 
+/* eventfd_signal() lost its count argument in 6.8. */
+#include <linux/eventfd.h>
+#include <linux/version.h>
+
+static inline void svmbatch_eventfd_signal(struct eventfd_ctx *ctx)
+{
+#if KERNEL_VERSION(6, 8, 0) <= LINUX_VERSION_CODE
+	eventfd_signal(ctx);
+#else
+	eventfd_signal(ctx, 1);
+#endif
+}
+
 #endif /* SVMBATCH_COMPAT_H */

@@ -175,7 +175,7 @@ static int __init svmbatch_init(void)
 	/* The uapi layouts are the same on 32- and 64-bit ABIs. */
 	BUILD_BUG_ON(sizeof(struct svmbatch_info) != 40);
 	BUILD_BUG_ON(sizeof(struct svmbatch_range) != 24);
-	BUILD_BUG_ON(sizeof(struct svmbatch_register) != 40);
+	BUILD_BUG_ON(sizeof(struct svmbatch_register) != 48);
 	BUILD_BUG_ON(sizeof(struct svmbatch_unregister) != 8);
 	BUILD_BUG_ON(sizeof(struct svmbatch_query) != 72);
 

@@ -287,6 +287,7 @@ static void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty)
 
 static void svmbatch_reg_free(struct svmbatch_reg *reg)
 {
+	svmbatch_stale_unwatch(reg);
 	if (reg->charged_pages)
 		svmbatch_account_uncharge(reg->mm, reg->charged_pages);
 	mmdrop(reg->mm);
@@ -312,11 +313,13 @@ void svmbatch_reg_abort(struct svmbatch_reg *reg)
  * svmbatch_reg_meta_bytes() - kernel memory describing a registration
  * @reg: the registration
  *
- * Return: bytes of the registration, its range table and its run array.
+ * Return: bytes of the registration, its range table, its address-sorted
+ * index and its run array.
  */
 u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg)
 {
 	return sizeof(*reg) + (u64)reg->nr_ranges * sizeof(*reg->ranges) +
+	       (reg->by_addr ? (u64)reg->nr_ranges * sizeof(*reg->by_addr) : 0) +
 	       (u64)reg->runs_cap * sizeof(*reg->runs);
 }
 

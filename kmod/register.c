@@ -36,6 +36,7 @@ int svmbatch_get_info(struct svmbatch_ucmd *ucmd)
 	cmd->abi_version = SVMBATCH_ABI_VERSION;
 	cmd->page_size = PAGE_SIZE;
 	cmd->features = 0;
+	cmd->features |= SVMBATCH_FEATURE_STALE_NOTIFY;
 	if (IS_ENABLED(CONFIG_SVMBATCH_FAULT_INJECTION))
 		cmd->features |= SVMBATCH_FEATURE_FAULT_INJECTION;
 	cmd->max_ranges = READ_ONCE(svmbatch_limits.max_ranges);
@@ -243,6 +244,11 @@ svmbatch_register_pin(const struct svmbatch_register *cmd, u32 *error_index)
 	if (!reg)
 		return ERR_PTR(-ENOMEM);
 
+	if (cmd->flags & SVMBATCH_REGISTER_EVENTFD) {
+		ret = svmbatch_stale_get_eventfd(reg, cmd->eventfd);
+		if (ret)
+			goto err_abort;
+	}
 	ret = svmbatch_copy_ranges(reg, cmd, &total_pages, error_index);
 	if (ret)
 		goto err_abort;
@@ -259,6 +265,10 @@ svmbatch_register_pin(const struct svmbatch_register *cmd, u32 *error_index)
 	reg->charged_pages = total_pages;
 
 	ret = svmbatch_reg_pin(reg, total_pages, error_index);
+	if (ret)
+		goto err_abort;
+	/* Only now: pinning may itself invalidate (COW breaks, unsharing). */
+	ret = svmbatch_stale_watch(reg);
 	if (ret)
 		goto err_abort;
 	return reg;
@@ -297,8 +307,10 @@ int svmbatch_register(struct svmbatch_ucmd *ucmd)
 	cmd->nr_pages = 0;
 	cmd->error_index = SVMBATCH_NO_INDEX;
 
-	if (cmd->flags)
+	if (cmd->flags & ~SVMBATCH_REGISTER_EVENTFD)
 		return svmbatch_register_fail(ucmd, -EOPNOTSUPP);
+	if (cmd->reserved)
+		return svmbatch_register_fail(ucmd, -EINVAL);
 	if (!cmd->nr_ranges)
 		return svmbatch_register_fail(ucmd, -EINVAL);
 	if (cmd->nr_ranges > READ_ONCE(svmbatch_limits.max_ranges))
@@ -410,7 +422,8 @@ int svmbatch_query(struct svmbatch_ucmd *ucmd)
 	cmd->nr_segments = reg->nr_runs;
 	cmd->nr_folios = reg->nr_folios;
 	cmd->meta_bytes = svmbatch_reg_meta_bytes(reg);
-	cmd->out_flags = 0;
+	cmd->out_flags = test_bit(SVMBATCH_REG_STALE, &reg->flags) ?
+			 SVMBATCH_QUERY_STALE : 0;
 
 	if (cmd->ranges) {
 		if (cmd->ranges_cap < reg->nr_ranges)

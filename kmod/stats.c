@@ -65,6 +65,7 @@ static int svmbatch_stats_show(struct seq_file *m, void *unused)
 		   atomic64_read(&s->registered_total));
 	seq_printf(m, "failed_registrations %lld\n",
 		   atomic64_read(&s->failed_registrations));
+	seq_printf(m, "stale_total %lld\n", atomic64_read(&s->stale_total));
 	if (IS_ENABLED(CONFIG_SVMBATCH_FAULT_INJECTION))
 		seq_printf(m, "injected_failures %lld\n",
 			   atomic64_read(&s->injected_failures));

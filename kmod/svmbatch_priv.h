@@ -7,6 +7,7 @@
 
 #include <linux/kref.h>
 #include <linux/list.h>
+#include <linux/mmu_notifier.h>
 #include <linux/mutex.h>
 #include <linux/types.h>
 #include <linux/xarray.h>
@@ -16,6 +17,7 @@ struct mm_struct;
 struct page;
 struct seq_file;
 struct dentry;
+struct eventfd_ctx;
 
 /* Limits, set by module parameters and reported by GET_INFO. */
 struct svmbatch_limits {
@@ -93,6 +95,10 @@ struct svmbatch_range_rec {
  * @nr_folios: folio boundaries crossed while pinning, i.e. the number of
  *	folios when no folio is shared by two ranges
  * @charged_pages: pages charged to @mm->pinned_vm, uncharged on release
+ * @flags: SVMBATCH_REG_* bits
+ * @notifier: watches the span of @ranges for VA changes (stale.c)
+ * @by_addr: indices of @ranges sorted by address, for the notifier
+ * @eventfd: signalled once when the registration goes stale, or NULL
  */
 struct svmbatch_reg {
 	struct kref ref;
@@ -105,7 +111,15 @@ struct svmbatch_reg {
 	u64 nr_pages;
 	u64 nr_folios;
 	u64 charged_pages;
+	unsigned long flags;
+	struct mmu_interval_notifier notifier;
+	u32 *by_addr;
+	struct eventfd_ctx *eventfd;
 };
+
+/* Registration flags (bit numbers) */
+#define SVMBATCH_REG_STALE	0	/* a registered VA changed */
+#define SVMBATCH_REG_WATCHED	1	/* @notifier is inserted */
 
 /* An ioctl in flight: the command struct copied in, ready to copy out. */
 struct svmbatch_ucmd {
@@ -145,6 +159,11 @@ u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg);
 int svmbatch_account_charge(struct mm_struct *mm, u64 npages);
 void svmbatch_account_uncharge(struct mm_struct *mm, u64 npages);
 
+/* stale.c: stale-VA detection */
+int svmbatch_stale_get_eventfd(struct svmbatch_reg *reg, int fd);
+int svmbatch_stale_watch(struct svmbatch_reg *reg);
+void svmbatch_stale_unwatch(struct svmbatch_reg *reg);
+
 /* stats.c: counters in debugfs and fdinfo */
 struct svmbatch_stats {
 	atomic64_t contexts;
@@ -154,6 +173,7 @@ struct svmbatch_stats {
 	atomic64_t registered_total;
 	atomic64_t failed_registrations;
 	atomic64_t injected_failures;
+	atomic64_t stale_total;
 };
 
 extern struct svmbatch_stats svmbatch_stats;

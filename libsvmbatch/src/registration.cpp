@@ -226,7 +226,8 @@ RegistrationStats Registration::query() const
 	int ret = s.device->query(s.handle, q);
 	if (ret)
 		throw Error(-ret, Step::Query, "QUERY");
-	return {q.nr_pages, q.nr_segments, q.nr_folios, q.meta_bytes};
+	return {q.nr_pages, q.nr_segments, q.nr_folios, q.meta_bytes,
+		(q.out_flags & SVMBATCH_QUERY_STALE) != 0};
 }
 
 } // namespace svmbatch

@@ -137,6 +137,21 @@ TEST_F(KernelModeTest, QueryAgreesWithThePlan)
 	EXPECT_LE(s.segments, s.pages);
 }
 
+TEST_F(KernelModeTest, StaleAfterTheBufferIsUnmapped)
+{
+	void *p = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	ASSERT_NE(p, MAP_FAILED);
+	Registration r = ctx_->register_buffers(
+		std::vector<Buffer>{{static_cast<char *>(p) + 10, 3 * page}});
+
+	EXPECT_FALSE(r.stale());
+	static_cast<char *>(p)[100] = 1;	/* accesses do not count */
+	EXPECT_FALSE(r.stale());
+	ASSERT_EQ(::munmap(p, 4 * page), 0);
+	EXPECT_TRUE(r.stale());
+}
+
 /*
  * 2000 scattered malloc'd buffers, 4 KiB .. 64 KiB, read from a file with
  * READ_FIXED through the library's fixed buffers: byte-exact.

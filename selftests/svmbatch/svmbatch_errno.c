@@ -233,7 +233,7 @@ TEST_F(svmbatch, register_range_size_larger_nonzero_tail)
 
 TEST_F(svmbatch, register_unknown_flags)
 {
-	static const __u32 bad[] = { 1U << 0, 1U << 1, 1U << 31 };
+	static const __u32 bad[] = { 1U << 1, 1U << 2, 1U << 31 };
 	struct svmbatch_range r = mkrange(self->buf, PAGE_SZ, 0);
 	struct svmbatch_register cmd;
 	size_t i;
@@ -919,19 +919,28 @@ FIXTURE(struct_size) {
 	struct svmbatch_range range;
 };
 
+/*
+ * v1_size: the struct as this ABI knows it; min_size: the first ABI's
+ * struct (REGISTER grew @eventfd and @reserved), the least the module takes.
+ */
 FIXTURE_VARIANT(struct_size) {
 	unsigned long cmd;
 	size_t v1_size;
+	size_t min_size;
 };
 
 FIXTURE_VARIANT_ADD(struct_size, get_info) {
-	SVMBATCH_GET_INFO, sizeof(struct svmbatch_info) };
+	SVMBATCH_GET_INFO, sizeof(struct svmbatch_info),
+	sizeof(struct svmbatch_info) };
 FIXTURE_VARIANT_ADD(struct_size, register) {
-	SVMBATCH_REGISTER, sizeof(struct svmbatch_register) };
+	SVMBATCH_REGISTER, sizeof(struct svmbatch_register),
+	offsetof(struct svmbatch_register, eventfd) };
 FIXTURE_VARIANT_ADD(struct_size, unregister) {
-	SVMBATCH_UNREGISTER, sizeof(struct svmbatch_unregister) };
+	SVMBATCH_UNREGISTER, sizeof(struct svmbatch_unregister),
+	sizeof(struct svmbatch_unregister) };
 FIXTURE_VARIANT_ADD(struct_size, query) {
-	SVMBATCH_QUERY, sizeof(struct svmbatch_query) };
+	SVMBATCH_QUERY, sizeof(struct svmbatch_query),
+	sizeof(struct svmbatch_query) };
 
 FIXTURE_SETUP(struct_size)
 {
@@ -990,7 +999,7 @@ static void undo_arg(int fd, unsigned long cmd, void *arg)
 
 TEST_F(struct_size, too_small)
 {
-	const size_t v1 = variant->v1_size;
+	const size_t v1 = variant->min_size;
 	const size_t sizes[] = { 0, 4, 8, v1 - 4, v1 - 1 };
 	struct svmbatch_snapshot before, after;
 	unsigned char arg[256], ref[256];
@@ -1038,6 +1047,30 @@ TEST_F(struct_size, larger_nonzero_tail)
 		snapshot_take(_metadata, self->fd, &after);
 		ASSERT_SNAPSHOT_EQ(&before, &after);
 	}
+}
+
+/* A caller built against the first ABI (REGISTER without @eventfd). */
+TEST_F(struct_size, first_abi_size)
+{
+	const size_t min = variant->min_size;
+	struct svmbatch_snapshot before, after;
+	unsigned char arg[256];
+	size_t b;
+
+	prep_arg(variant->cmd, min, &self->range, self->handle, arg,
+		 sizeof(arg));
+	memset(arg + min, 0xa5, sizeof(arg) - min);
+	snapshot_take(_metadata, self->fd, &before);
+	ASSERT_EQ(0, ioctl(self->fd, variant->cmd, arg)) {
+		TH_LOG("size %zu: %s", min, strerror(errno));
+	}
+	for (b = min; b < sizeof(arg); b++)
+		ASSERT_EQ(0xa5, arg[b]) TH_LOG("byte %zu past size written", b);
+	undo_arg(self->fd, variant->cmd, arg);
+	if (variant->cmd == SVMBATCH_UNREGISTER)
+		return;
+	snapshot_take(_metadata, self->fd, &after);
+	ASSERT_SNAPSHOT_EQ(&before, &after);
 }
 
 TEST_F(struct_size, larger_zero_tail)

@@ -22,7 +22,8 @@ int main(void)
 
 	bad |= expect("sizeof(info)", sizeof(struct svmbatch_info), 40);
 	bad |= expect("sizeof(range)", sizeof(struct svmbatch_range), 24);
-	bad |= expect("sizeof(register)", sizeof(struct svmbatch_register), 40);
+	bad |= expect("sizeof(register)", sizeof(struct svmbatch_register), 48);
+	bad |= expect("register.eventfd", offsetof(struct svmbatch_register, eventfd), 40);
 	bad |= expect("sizeof(unregister)", sizeof(struct svmbatch_unregister), 8);
 	bad |= expect("sizeof(query)", sizeof(struct svmbatch_query), 72);
 	bad |= expect("register.ranges", offsetof(struct svmbatch_register, ranges), 8);

@@ -42,6 +42,14 @@ enum {
 #define SVMBATCH_FEATURE_STALE_NOTIFY	_BITULL(1)	/* QUERY reports STALE */
 #define SVMBATCH_FEATURE_FAULT_INJECTION _BITULL(2)	/* debugfs fail_nth */
 
+/*
+ * QUERY out_flags.  STALE: since REGISTER, some registered address was
+ * unmapped or had its pages dropped or moved (munmap, MADV_DONTNEED,
+ * mremap, a new mapping over it).  The pinned pages stay valid and pinned
+ * until UNREGISTER, but they are no longer what the process sees there.
+ */
+#define SVMBATCH_QUERY_STALE		_BITUL(0)
+
 /**
  * struct svmbatch_info - ioctl(SVMBATCH_GET_INFO)
  * @size: sizeof(struct svmbatch_info)
@@ -83,10 +91,13 @@ struct svmbatch_range {
 	__u32 reserved;
 };
 
+/* REGISTER flags */
+#define SVMBATCH_REGISTER_EVENTFD	_BITUL(0)	/* signal @eventfd on STALE */
+
 /**
  * struct svmbatch_register - ioctl(SVMBATCH_REGISTER)
  * @size: sizeof(struct svmbatch_register)
- * @flags: must be 0
+ * @flags: SVMBATCH_REGISTER_* bits
  * @ranges: user pointer to an array of @nr_ranges range structs
  * @nr_ranges: number of ranges, 1 .. max_ranges
  * @range_size: sizeof(struct svmbatch_range) as the caller knows it
@@ -94,9 +105,13 @@ struct svmbatch_range {
  * @error_index: output, on failure the index of the offending range or
  *	SVMBATCH_NO_INDEX; written back on success and failure
  * @nr_pages: output, number of pages pinned
+ * @eventfd: with SVMBATCH_REGISTER_EVENTFD, an eventfd signalled (once)
+ *	when the registration becomes STALE; ignored otherwise
+ * @reserved: must be 0
  *
  * Either every range is pinned and one handle is returned, or nothing is
  * pinned, nothing is charged to RLIMIT_MEMLOCK and no handle exists.
+ * Callers built against the first ABI pass a 40-byte struct (no @eventfd).
  */
 struct svmbatch_register {
 	__u32 size;
@@ -107,6 +122,8 @@ struct svmbatch_register {
 	__u32 handle;
 	__u32 error_index;
 	__aligned_u64 nr_pages;
+	__s32 eventfd;
+	__u32 reserved;
 };
 
 #define SVMBATCH_REGISTER _IO(SVMBATCH_TYPE, SVMBATCH_CMD_REGISTER)
@@ -139,7 +156,7 @@ struct svmbatch_unregister {
  * @nr_segments: output, physically contiguous runs of pinned pages
  * @nr_folios: output, distinct folios pinned
  * @meta_bytes: output, kernel memory used to describe the registration
- * @out_flags: output, no bits defined yet (always 0)
+ * @out_flags: output, SVMBATCH_QUERY_* bits
  * @reserved: must be 0
  */
 struct svmbatch_query {

@@ -36,6 +36,7 @@ struct RegistrationStats {
 	std::uint64_t segments = 0;	///< physically contiguous runs
 	std::uint64_t folios = 0;
 	std::uint64_t meta_bytes = 0;	///< module memory for this registration
+	bool stale = false;		///< see Registration::stale()
 };
 
 namespace detail {
@@ -69,6 +70,11 @@ public:
 	std::uint64_t pinned_pages() const noexcept;
 	/// Kernel QUERY; Error EOPNOTSUPP in userspace mode.
 	RegistrationStats query() const;
+	/// Has a registered address been unmapped, dropped (MADV_DONTNEED),
+	/// moved or mapped over since registering?  The pinned pages are then
+	/// no longer what the process sees there: register again.  Kernel
+	/// mode only (QUERY); Error EOPNOTSUPP in userspace mode.
+	bool stale() const { return query().stale; }
 
 	/// Register the buffers as io_uring fixed buffers of ring (see
 	/// FixedOptions).  Independent of this object's lifetime: io_uring pins

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: GPL-2.0-only
+/*
+ * Stale-VA detection.  Pinned pages stay valid whatever the process does
+ * to its address space, but after munmap, MADV_DONTNEED, mremap or a new
+ * mapping over a registered range, the process no longer sees them at
+ * that address.  One mmu interval notifier per registration covers the
+ * span from its lowest to its highest address; an invalidation that
+ * removes or replaces pages (UNMAP, CLEAR) inside a registered range marks
+ * the registration STALE and signals its eventfd once.  Invalidations that
+ * only change protections (fork's write-protect, mprotect, NUMA hinting,
+ * soft-dirty) leave the pinned pages mapped and are ignored.
+ */
+#include <linux/eventfd.h>
+#include <linux/mm.h>
+#include <linux/mmu_notifier.h>
+#include <linux/slab.h>
+#include <linux/sort.h>
+
+#include "compat.h"
+#include "svmbatch_priv.h"
+
+static unsigned long svmbatch_range_start(const struct svmbatch_reg *reg,
+					  u32 i)
+{
+	return reg->ranges[reg->by_addr[i]].addr_flags & PAGE_MASK;
+}
+
+/* Does [start, end) meet a registered range?  The ranges are disjoint. */
+static bool svmbatch_reg_overlaps(const struct svmbatch_reg *reg,
+				  unsigned long start, unsigned long end)
+{
+	u32 lo = 0, hi = reg->nr_ranges;
+	u32 last;
+
+	/* The last range starting before @end ends last among those. */
+	while (lo < hi) {
+		u32 mid = lo + (hi - lo) / 2;
+
+		if (svmbatch_range_start(reg, mid) < end)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return false;
+	last = reg->by_addr[lo - 1];
+	return (reg->ranges[last].addr_flags & PAGE_MASK) +
+	       reg->ranges[last].len > start;
+}
+
+static bool svmbatch_invalidate(struct mmu_interval_notifier *mni,
+				const struct mmu_notifier_range *range,
+				unsigned long cur_seq)
+{
+	struct svmbatch_reg *reg =
+		container_of(mni, struct svmbatch_reg, notifier);
+
+	mmu_interval_set_seq(mni, cur_seq);
+	if (range->event != MMU_NOTIFY_UNMAP && range->event != MMU_NOTIFY_CLEAR)
+		return true;
+	if (!svmbatch_reg_overlaps(reg, range->start, range->end))
+		return true;
+	if (test_and_set_bit(SVMBATCH_REG_STALE, &reg->flags))
+		return true;
+	atomic64_inc(&svmbatch_stats.stale_total);
+	if (reg->eventfd)
+		svmbatch_eventfd_signal(reg->eventfd);
+	return true;
+}
+
+static const struct mmu_interval_notifier_ops svmbatch_notifier_ops = {
+	.invalidate = svmbatch_invalidate,
+};
+
+/**
+ * svmbatch_stale_get_eventfd() - take the eventfd REGISTER names
+ * @reg: registration being built
+ * @fd: eventfd file descriptor
+ *
+ * Return: 0, or -EBADF / -EINVAL when @fd is not an eventfd.
+ */
+int svmbatch_stale_get_eventfd(struct svmbatch_reg *reg, int fd)
+{
+	struct eventfd_ctx *ctx = eventfd_ctx_fdget(fd);
+
+	if (IS_ERR(ctx))
+		return PTR_ERR(ctx);
+	reg->eventfd = ctx;
+	return 0;
+}
+
+static int svmbatch_cmp_start(const void *a, const void *b, const void *priv)
+{
+	const struct svmbatch_reg *reg = priv;
+	u64 x = reg->ranges[*(const u32 *)a].addr_flags & PAGE_MASK;
+	u64 y = reg->ranges[*(const u32 *)b].addr_flags & PAGE_MASK;
+
+	return x < y ? -1 : x > y;
+}
+
+/**
+ * svmbatch_stale_watch() - start watching a pinned registration's VAs
+ * @reg: registration, pinned (pinning itself may invalidate: copy-on-write
+ *	breaks, unsharing; those must not count)
+ *
+ * Return: 0 or -ENOMEM.
+ */
+int svmbatch_stale_watch(struct svmbatch_reg *reg)
+{
+	unsigned long start, end;
+	u32 i, last;
+	int ret;
+
+	if (svmbatch_should_fail())
+		return -ENOMEM;
+	reg->by_addr = kvmalloc_array(reg->nr_ranges, sizeof(*reg->by_addr),
+				      GFP_KERNEL_ACCOUNT);
+	if (!reg->by_addr)
+		return -ENOMEM;
+	for (i = 0; i < reg->nr_ranges; i++)
+		reg->by_addr[i] = i;
+	sort_r(reg->by_addr, reg->nr_ranges, sizeof(*reg->by_addr),
+	       svmbatch_cmp_start, NULL, reg);
+
+	last = reg->by_addr[reg->nr_ranges - 1];
+	start = svmbatch_range_start(reg, 0);
+	end = (reg->ranges[last].addr_flags & PAGE_MASK) + reg->ranges[last].len;
+	if (svmbatch_should_fail())
+		return -ENOMEM;
+	ret = mmu_interval_notifier_insert(&reg->notifier, reg->mm, start,
+					   end - start, &svmbatch_notifier_ops);
+	if (ret)
+		return ret;
+	set_bit(SVMBATCH_REG_WATCHED, &reg->flags);
+	return 0;
+}
+
+/**
+ * svmbatch_stale_unwatch() - stop watching and drop the eventfd
+ * @reg: registration being freed
+ *
+ * Waits for an invalidation in progress; process context only.
+ */
+void svmbatch_stale_unwatch(struct svmbatch_reg *reg)
+{
+	if (test_bit(SVMBATCH_REG_WATCHED, &reg->flags))
+		mmu_interval_notifier_remove(&reg->notifier);
+	if (reg->eventfd)
+		eventfd_ctx_put(reg->eventfd);
+	kvfree(reg->by_addr);
+}
