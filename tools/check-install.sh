@@ -1,16 +1,20 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# The installed library works for a consumer: install libsvmbatch into a
-# DESTDIR, then build tools/install-consumer against it with pkg-config and
-# with CMake's find_package(svmbatch), and run the programs.
+# The installed library works for a consumer: install libsvmbatch (release)
+# into a DESTDIR, check what was installed, then build tools/install-consumer
+# against it with pkg-config and with CMake's find_package(svmbatch), and run
+# the programs.  SVMBATCH_INSTALL_TEST_DIR replaces build/install-test (so a
+# second run does not remove the tree of one in progress).
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
 top=$PWD
-work=$top/build/install-test
+work=${SVMBATCH_INSTALL_TEST_DIR:-$top/build/install-test}
 root=$work/root
 prefix=/usr/local
+# Fixed, not GNUInstallDirs' guess, so that the paths below hold.
+libdir=$prefix/lib
 passed=0 failed=0
 
 step() {
@@ -27,36 +31,71 @@ step() {
 }
 
 install_lib() {
-	cmake -S libsvmbatch -B "$work/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-		-DCMAKE_INSTALL_PREFIX=$prefix -DSVMBATCH_TESTS=OFF \
-		-DSVMBATCH_EXAMPLES=OFF &&
+	cmake -S libsvmbatch -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
+		-DCMAKE_INSTALL_PREFIX=$prefix -DCMAKE_INSTALL_LIBDIR=lib \
+		-DSVMBATCH_TESTS=OFF -DSVMBATCH_EXAMPLES=OFF &&
 		cmake --build "$work/build" -j"$(nproc)" &&
 		DESTDIR=$root cmake --install "$work/build"
 }
 
+# What a packager would look at: the files, the soname, the C entry points.
+check_layout() {
+	local f sym bad=0
+	for f in include/svmbatch/svmbatch.h include/svmbatch/svmbatch.hpp \
+		include/linux/svmbatch.h lib/libsvmbatch.a lib/libsvmbatch.so \
+		lib/libsvmbatch.so.1 lib/pkgconfig/svmbatch.pc \
+		lib/cmake/svmbatch/svmbatchConfig.cmake \
+		lib/cmake/svmbatch/svmbatchConfigVersion.cmake \
+		lib/cmake/svmbatch/svmbatchTargets.cmake; do
+		[[ -e $root$prefix/$f ]] || { echo "missing: $f"; bad=1; }
+	done
+	readelf -d "$root$libdir/libsvmbatch.so" | grep -q 'SONAME.*\[libsvmbatch\.so\.1\]' ||
+		{ echo "SONAME is not libsvmbatch.so.1"; bad=1; }
+	for sym in svmbatch_ctx_open svmbatch_register svmbatch_register_fixed \
+		svmbatch_last_error; do
+		nm -D --defined-only "$root$libdir/libsvmbatch.so" | grep -qw "$sym" ||
+			{ echo "not exported: $sym"; bad=1; }
+	done
+	return $bad
+}
+
+pc() {
+	PKG_CONFIG_PATH=$root$libdir/pkgconfig pkg-config --define-prefix "$@" svmbatch
+}
+
 with_pkg_config() {
-	local pc="pkg-config --define-prefix"
-	export PKG_CONFIG_PATH=$root$prefix/lib/pkgconfig
-	# shellcheck disable=SC2046 # pkg-config output is a list of flags
+	local -a cflags libs static_libs
+	read -ra cflags <<<"$(pc --cflags)" &&
+		read -ra libs <<<"$(pc --libs)" &&
+		read -ra static_libs <<<"$(pc --libs --static)" || return 1
+	# The archive, with only the private flags the .pc gives for it.
+	static_libs=("${static_libs[@]/#-lsvmbatch/-l:libsvmbatch.a}")
+	echo "cflags: ${cflags[*]}"
+	echo "libs: ${libs[*]}"
+	echo "static libs: ${static_libs[*]}"
 	g++ -std=c++20 -Wall -Wextra -Werror tools/install-consumer/consumer.cpp \
-		$($pc --cflags svmbatch) $($pc --libs svmbatch) -o "$work/consumer-pc" &&
+		"${cflags[@]}" "${libs[@]}" -o "$work/consumer-pc" &&
 		gcc -std=c11 -Wall -Wextra -Werror tools/install-consumer/consumer_c.c \
-			$($pc --cflags svmbatch) $($pc --libs --static svmbatch) \
-			-o "$work/consumer-c-pc" &&
-		LD_LIBRARY_PATH=$root$prefix/lib "$work/consumer-pc" &&
-		LD_LIBRARY_PATH=$root$prefix/lib "$work/consumer-c-pc"
+			"${cflags[@]}" "${libs[@]}" -o "$work/consumer-c-pc" &&
+		gcc -std=c11 -Wall -Wextra -Werror tools/install-consumer/consumer_c.c \
+			"${cflags[@]}" "${static_libs[@]}" -o "$work/consumer-c-pc-static" &&
+		! readelf -d "$work/consumer-c-pc-static" | grep -q 'NEEDED.*libsvmbatch' &&
+		LD_LIBRARY_PATH=$root$libdir "$work/consumer-pc" &&
+		LD_LIBRARY_PATH=$root$libdir "$work/consumer-c-pc" &&
+		"$work/consumer-c-pc-static"
 }
 
 with_cmake() {
 	cmake -S tools/install-consumer -B "$work/consumer-cmake" \
 		-DCMAKE_PREFIX_PATH="$root$prefix" &&
 		cmake --build "$work/consumer-cmake" &&
-		LD_LIBRARY_PATH=$root$prefix/lib "$work/consumer-cmake/consumer" &&
+		LD_LIBRARY_PATH=$root$libdir "$work/consumer-cmake/consumer" &&
 		"$work/consumer-cmake/consumer_c"
 }
 
-rm -rf "$work" && mkdir -p "$work"
+rm -rf "$work" && mkdir -p "$work" || exit 1
 step install install_lib
+step layout check_layout
 step pkg-config with_pkg_config
 step find-package with_cmake
 echo "check-install: $passed passed, $failed failed"

@@ -7,7 +7,8 @@ include(CMakePackageConfigHelpers)
 install(TARGETS svmbatch svmbatch_static EXPORT svmbatchTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-install(DIRECTORY include/svmbatch DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(DIRECTORY include/svmbatch DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
 install(FILES ${SVMBATCH_UAPI_DIR}/linux/svmbatch.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/linux)
 
@@ -24,6 +25,15 @@ install(FILES ${CMAKE_CURRENT_BINARY_DIR}/svmbatchConfig.cmake
   ${CMAKE_CURRENT_BINARY_DIR}/svmbatchConfigVersion.cmake
   DESTINATION ${SVMBATCH_CMAKE_DIR})
 
+# Paths under ${prefix} where possible, so that pkg-config --define-prefix
+# can relocate an installed tree (a DESTDIR, a bundle).
+foreach(dir LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${dir}}")
+    set(SVMBATCH_PC_${dir} "${CMAKE_INSTALL_${dir}}")
+  else()
+    set(SVMBATCH_PC_${dir} "\${prefix}/${CMAKE_INSTALL_${dir}}")
+  endif()
+endforeach()
 configure_file(cmake/svmbatch.pc.in ${CMAKE_CURRENT_BINARY_DIR}/svmbatch.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/svmbatch.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

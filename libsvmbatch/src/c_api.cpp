@@ -5,10 +5,11 @@
 #include <svmbatch/svmbatch.hpp>
 
 #include <cerrno>
+#include <cstring>
 #include <memory>
 #include <new>
-#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 struct svmbatch_ctx {
@@ -27,6 +28,20 @@ namespace {
 
 thread_local std::string last_error;
 
+/*
+ * Store this thread's message.  Runs inside catch handlers and after
+ * argument checks, where a bad_alloc would cross the C boundary: the
+ * message is best effort, the errno is what counts.
+ */
+void set_error(const char *what, const char *detail = "") noexcept
+{
+	try {
+		last_error.assign(what).append(detail);
+	} catch (...) {
+		last_error.clear();
+	}
+}
+
 /* Run fn; map what it throws to -errno, the message and the failed index. */
 template <typename Fn> int guarded(size_t *failed_index, Fn fn) noexcept
 {
@@ -39,28 +54,43 @@ template <typename Fn> int guarded(size_t *failed_index, Fn fn) noexcept
 	} catch (const svmbatch::Error &e) {
 		if (failed_index)
 			*failed_index = e.buffer_index();
-		last_error = e.what();
-		return -e.err();
+		set_error(e.what());
+		/* 0 would read as success with a NULL handle. */
+		return e.err() > 0 ? -e.err() : -EIO;
 	} catch (const std::bad_alloc &) {
-		last_error = "svmbatch: out of memory";
+		set_error("svmbatch: out of memory");
 		return -ENOMEM;
 	} catch (const std::exception &e) {
-		last_error = std::string("svmbatch: unexpected: ") + e.what();
+		/* Not an svmbatch::Error: a library bug, not the caller's input. */
+		set_error("svmbatch: unexpected C++ exception (reported as EIO): ", e.what());
 		return -EIO;
 	} catch (...) {
-		last_error = "svmbatch: unexpected exception";
+		set_error("svmbatch: unexpected non-standard exception (reported as EIO)");
 		return -EIO;
 	}
 }
 
+int fail(int err, const char *what) noexcept
+{
+	set_error("svmbatch: ", what);
+	return -err;
+}
+
 int invalid(const char *what) noexcept
 {
-	try {
-		last_error = std::string("svmbatch: ") + what;
-	} catch (...) {
-		/* The message is best effort. */
-	}
-	return -EINVAL;
+	return fail(EINVAL, what);
+}
+
+/*
+ * A C caller may store any int in an enum; in C++ loading a value outside
+ * the enum's range is undefined (UBSan says so), so read the bytes.
+ */
+template <typename E> std::underlying_type_t<E> raw_value(const E &e) noexcept
+{
+	std::underlying_type_t<E> v;
+
+	std::memcpy(&v, &e, sizeof(v));
+	return v;
 }
 
 svmbatch::Mode to_mode(svmbatch_mode m)
@@ -86,9 +116,14 @@ int svmbatch_ctx_open(enum svmbatch_mode mode, const char *device,
 	if (!ctx)
 		return invalid("svmbatch_ctx_open: ctx is NULL");
 	*ctx = nullptr;
-	if (mode != SVMBATCH_MODE_AUTO && mode != SVMBATCH_MODE_KERNEL &&
-	    mode != SVMBATCH_MODE_USERSPACE)
+	switch (raw_value(mode)) {
+	case SVMBATCH_MODE_AUTO:
+	case SVMBATCH_MODE_KERNEL:
+	case SVMBATCH_MODE_USERSPACE:
+		break;
+	default:
 		return invalid("svmbatch_ctx_open: unknown mode");
+	}
 	return guarded(nullptr, [&] {
 		auto c = std::make_unique<svmbatch_ctx>(svmbatch_ctx{svmbatch::Context(
 			to_mode(mode), device ? device : svmbatch::Context::default_device)});
@@ -128,6 +163,18 @@ int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
 	if (!ctx || !reg || (!buffers && nr_buffers))
 		return invalid("svmbatch_register: NULL argument");
 	*reg = nullptr;
+	/* More than could ever be in memory: the copy below would throw length_error. */
+	if (nr_buffers > std::vector<svmbatch::Buffer>().max_size())
+		return fail(ENOMEM, "svmbatch_register: too many buffers");
+	for (size_t i = 0; i < nr_buffers; i++) {
+		auto a = raw_value(buffers[i].access);
+
+		if (a != SVMBATCH_ACCESS_READ_WRITE && a != SVMBATCH_ACCESS_READ_ONLY) {
+			if (failed_index)
+				*failed_index = i;
+			return invalid("svmbatch_register: unknown access");
+		}
+	}
 	return guarded(failed_index, [&] {
 		std::vector<svmbatch::Buffer> b(nr_buffers);
 
@@ -187,10 +234,8 @@ int svmbatch_fixed_get(const svmbatch_fixed *fixed, size_t buffer,
 	if (!fixed || !slice)
 		return invalid("svmbatch_fixed_get: NULL argument");
 	last_error.clear();
-	if (buffer >= fixed->fixed.size()) {
-		last_error = "svmbatch_fixed_get: buffer index out of range";
-		return -ERANGE;
-	}
+	if (buffer >= fixed->fixed.size())
+		return fail(ERANGE, "svmbatch_fixed_get: buffer index out of range");
 	const svmbatch::FixedSlice &s = fixed->fixed[buffer];
 	slice->index = s.index;
 	slice->addr = s.addr;

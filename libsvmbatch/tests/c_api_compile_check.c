@@ -6,6 +6,7 @@
 #include <svmbatch/svmbatch.h>
 
 int svmbatch_c_api_userspace_roundtrip(void);
+int svmbatch_c_api_open_mode(int mode);
 
 int svmbatch_c_api_userspace_roundtrip(void)
 {
@@ -29,6 +30,18 @@ int svmbatch_c_api_userspace_roundtrip(void)
 	if (!ret && info.nr_ranges != 1)
 		ret = -EPROTO;
 	svmbatch_unregister(reg);
+	svmbatch_ctx_close(ctx);
+	return ret;
+}
+
+/* svmbatch_ctx_open with any int as the mode; closes what it opens. */
+int svmbatch_c_api_open_mode(int mode)
+{
+	svmbatch_ctx *ctx = NULL;
+	int ret = svmbatch_ctx_open((enum svmbatch_mode)mode, NULL, &ctx);
+
+	if (!ret && !ctx)
+		ret = -EPROTO;
 	svmbatch_ctx_close(ctx);
 	return ret;
 }

@@ -1,4 +1,6 @@
 // SPDX-License-Identifier: MIT
+// The C API over the C++ core: errno, failed index and message, in the mode
+// under test (userspace on the host, kernel in the guests).
 #include <gtest/gtest.h>
 
 #include <liburing.h>
@@ -6,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -14,7 +17,9 @@
 
 #include "test_util.hpp"
 
+/* c_api_compile_check.c */
 extern "C" int svmbatch_c_api_userspace_roundtrip(void);
+extern "C" int svmbatch_c_api_open_mode(int mode);
 
 namespace {
 
@@ -25,6 +30,57 @@ svmbatch_mode c_mode()
 	return svmbatch::test::mode_under_test() == svmbatch::Mode::Kernel
 		       ? SVMBATCH_MODE_KERNEL
 		       : SVMBATCH_MODE_USERSPACE;
+}
+
+/* Page-aligned anonymous memory, so that page and range counts are exact. */
+class Pages {
+public:
+	explicit Pages(std::size_t n) : len_(n * page)
+	{
+		void *p = ::mmap(nullptr, len_, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		if (p != MAP_FAILED)
+			mem_ = static_cast<char *>(p);
+	}
+	~Pages()
+	{
+		if (mem_)
+			::munmap(mem_, len_);
+	}
+	Pages(const Pages &) = delete;
+	Pages &operator=(const Pages &) = delete;
+	Pages(Pages &&) = delete;
+	Pages &operator=(Pages &&) = delete;
+	char *get() const { return mem_; }
+
+private:
+	std::size_t len_;
+	char *mem_ = nullptr;
+};
+
+/* One READ_FIXED of len bytes at file offset off; the cqe's res. */
+int read_fixed(svmbatch::test::Ring &ring, int fd, const svmbatch_fixed_slice &s,
+	       unsigned len, std::uint64_t off)
+{
+	io_uring_sqe *sqe = io_uring_get_sqe(&ring.get());
+	io_uring_cqe *cqe = nullptr;
+
+	io_uring_prep_read_fixed(sqe, fd, s.addr, len, off, static_cast<int>(s.index));
+	if (io_uring_submit(&ring.get()) != 1 || io_uring_wait_cqe(&ring.get(), &cqe))
+		return -EPROTO;
+	int res = cqe->res;
+	io_uring_cqe_seen(&ring.get(), cqe);
+	return res;
+}
+
+::testing::AssertionResult matches_file(const void *addr, std::size_t len,
+					std::uint64_t off)
+{
+	const auto *p = static_cast<const std::uint8_t *>(addr);
+	for (std::size_t k = 0; k < len; k++)
+		if (p[k] != svmbatch::test::pattern_byte(off + k))
+			return ::testing::AssertionFailure() << "byte " << k << " differs";
+	return ::testing::AssertionSuccess();
 }
 
 class CApiTest : public ::testing::Test {
@@ -48,7 +104,7 @@ TEST(CApi, CallableFromC)
 
 TEST(CApi, KernelModeWithoutTheDeviceIsEnoent)
 {
-	svmbatch_ctx *ctx = reinterpret_cast<svmbatch_ctx *>(1);
+	auto *ctx = reinterpret_cast<svmbatch_ctx *>(1);
 
 	EXPECT_EQ(svmbatch_ctx_open(SVMBATCH_MODE_KERNEL, "/nonexistent/svmbatch", &ctx),
 		  -ENOENT);
@@ -59,14 +115,17 @@ TEST(CApi, KernelModeWithoutTheDeviceIsEnoent)
 
 TEST(CApi, NullArgumentsAreEinval)
 {
-	svmbatch_ctx *ctx = nullptr;
 	svmbatch_reg *reg = nullptr;
 	svmbatch_fixed_slice s{};
+	svmbatch_buffer b{&s, 1, SVMBATCH_ACCESS_READ_WRITE};
 	size_t bad = 0;
 
 	EXPECT_EQ(svmbatch_ctx_open(SVMBATCH_MODE_USERSPACE, nullptr, nullptr), -EINVAL);
-	EXPECT_EQ(svmbatch_ctx_open(static_cast<svmbatch_mode>(3), nullptr, &ctx), -EINVAL);
-	EXPECT_EQ(svmbatch_register(nullptr, nullptr, 0, &reg, &bad), -EINVAL);
+	/* Any int, as C may pass (in C++ the enum would be out of range). */
+	for (int raw : {3, 7, -1})
+		EXPECT_EQ(svmbatch_c_api_open_mode(raw), -EINVAL) << raw;
+	EXPECT_NE(std::string(svmbatch_last_error()).find("mode"), std::string::npos);
+	EXPECT_EQ(svmbatch_register(nullptr, &b, 1, &reg, &bad), -EINVAL);
 	EXPECT_EQ(bad, SVMBATCH_LIB_NO_INDEX);
 	EXPECT_EQ(svmbatch_ctx_get_info(nullptr, nullptr), -EINVAL);
 	EXPECT_EQ(svmbatch_reg_get_info(nullptr, nullptr), -EINVAL);
@@ -78,6 +137,24 @@ TEST(CApi, NullArgumentsAreEinval)
 	svmbatch_unregister_fixed(nullptr);
 }
 
+TEST_F(CApiTest, NullArgumentsWithAContextAreEinval)
+{
+	svmbatch_buffer b{&ctx_, 1, SVMBATCH_ACCESS_READ_WRITE};
+	svmbatch_reg *reg = nullptr;
+	size_t bad = 0;
+
+	EXPECT_EQ(svmbatch_ctx_get_info(ctx_, nullptr), -EINVAL);
+	EXPECT_EQ(svmbatch_register(ctx_, nullptr, 1, &reg, &bad), -EINVAL);
+	EXPECT_EQ(svmbatch_register(ctx_, &b, 1, nullptr, &bad), -EINVAL);
+	EXPECT_EQ(bad, SVMBATCH_LIB_NO_INDEX);
+	ASSERT_EQ(svmbatch_register(ctx_, &b, 1, &reg, &bad), 0) << svmbatch_last_error();
+	EXPECT_EQ(svmbatch_reg_get_info(reg, nullptr), -EINVAL);
+	svmbatch_fixed *fixed = nullptr;
+	EXPECT_EQ(svmbatch_register_fixed(reg, nullptr, nullptr, &fixed), -EINVAL);
+	EXPECT_EQ(fixed, nullptr);
+	svmbatch_unregister(reg);
+}
+
 TEST_F(CApiTest, InfoAndMergedRegistration)
 {
 	svmbatch_ctx_info info{};
@@ -85,32 +162,40 @@ TEST_F(CApiTest, InfoAndMergedRegistration)
 	EXPECT_EQ(info.mode, c_mode());
 	EXPECT_EQ(info.page_size, page);
 	EXPECT_GT(info.max_ranges, 0u);
+	EXPECT_GT(info.max_registrations, 0u);
+	EXPECT_GE(info.max_range_bytes, page);
+	EXPECT_EQ(info.abi_version != 0, c_mode() == SVMBATCH_MODE_KERNEL);
 
-	std::vector<char> mem(16 * page);
-	svmbatch_buffer b[3] = {{mem.data(), 100, SVMBATCH_ACCESS_READ_WRITE},
-				{mem.data() + 50, 100, SVMBATCH_ACCESS_READ_ONLY},
-				{mem.data() + 10 * page, page, SVMBATCH_ACCESS_READ_WRITE}};
+	/* Page 0 (two overlapping buffers), pages 2-3 (one straddling), page 10. */
+	Pages mem(16);
+	ASSERT_NE(mem.get(), nullptr);
+	svmbatch_buffer b[4] = {{mem.get(), 100, SVMBATCH_ACCESS_READ_WRITE},
+				{mem.get() + 50, 100, SVMBATCH_ACCESS_READ_ONLY},
+				{mem.get() + 3 * page - 10, 20, SVMBATCH_ACCESS_READ_WRITE},
+				{mem.get() + 10 * page, page, SVMBATCH_ACCESS_READ_WRITE}};
 	svmbatch_reg *reg = nullptr;
 	size_t bad = 0;
-	ASSERT_EQ(svmbatch_register(ctx_, b, 3, &reg, &bad), 0) << svmbatch_last_error();
+	ASSERT_EQ(svmbatch_register(ctx_, b, 4, &reg, &bad), 0) << svmbatch_last_error();
+	EXPECT_EQ(bad, SVMBATCH_LIB_NO_INDEX);
 	EXPECT_STREQ(svmbatch_last_error(), "");
 	svmbatch_reg_info ri{};
 	ASSERT_EQ(svmbatch_reg_get_info(reg, &ri), 0);
-	EXPECT_EQ(ri.nr_buffers, 3u);
-	EXPECT_EQ(ri.nr_ranges, 2u);
-	EXPECT_EQ(ri.pinned_pages, c_mode() == SVMBATCH_MODE_KERNEL ? ri.pages : 0u);
+	EXPECT_EQ(ri.nr_buffers, 4u);
+	EXPECT_EQ(ri.nr_ranges, 3u);
+	EXPECT_EQ(ri.pages, 4u);
+	EXPECT_EQ(ri.pinned_pages, c_mode() == SVMBATCH_MODE_KERNEL ? 4u : 0u);
 	EXPECT_EQ(ri.handle != 0, c_mode() == SVMBATCH_MODE_KERNEL);
 	svmbatch_unregister(reg);
 }
 
 TEST_F(CApiTest, BadBuffersReportErrnoAndIndex)
 {
-	std::vector<char> mem(page);
+	Pages mem(1);
 	void *hole = ::mmap(nullptr, page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(hole, MAP_FAILED);
 	ASSERT_EQ(::munmap(hole, page), 0);
-	svmbatch_buffer b[3] = {{mem.data(), 10, SVMBATCH_ACCESS_READ_WRITE},
-				{mem.data() + 20, 0, SVMBATCH_ACCESS_READ_WRITE},
+	svmbatch_buffer b[3] = {{mem.get(), 10, SVMBATCH_ACCESS_READ_WRITE},
+				{mem.get() + 20, 0, SVMBATCH_ACCESS_READ_WRITE},
 				{hole, 10, SVMBATCH_ACCESS_READ_WRITE}};
 	svmbatch_reg *reg = nullptr;
 	size_t bad = 0;
@@ -118,18 +203,56 @@ TEST_F(CApiTest, BadBuffersReportErrnoAndIndex)
 	EXPECT_EQ(svmbatch_register(ctx_, b, 3, &reg, &bad), -EINVAL);
 	EXPECT_EQ(bad, 1u);
 	EXPECT_EQ(reg, nullptr);
+	EXPECT_STRNE(svmbatch_last_error(), "");
 	b[1].len = 10;
 	EXPECT_EQ(svmbatch_register(ctx_, b, 3, &reg, &bad), -EFAULT);
 	EXPECT_EQ(bad, 2u);
-	EXPECT_NE(std::string(svmbatch_last_error()).find("buffer 2"), std::string::npos);
+	EXPECT_EQ(reg, nullptr);
+	EXPECT_NE(std::string(svmbatch_last_error()).find("buffer 2"), std::string::npos)
+		<< svmbatch_last_error();
 	EXPECT_EQ(svmbatch_register(ctx_, b, 3, &reg, nullptr), -EFAULT);
+
+	/* A success clears the message and the index. */
+	ASSERT_EQ(svmbatch_register(ctx_, b, 2, &reg, &bad), 0) << svmbatch_last_error();
+	EXPECT_EQ(bad, SVMBATCH_LIB_NO_INDEX);
+	EXPECT_STREQ(svmbatch_last_error(), "");
+	svmbatch_unregister(reg);
+}
+
+TEST_F(CApiTest, UnknownAccessIsEinvalWithIndex)
+{
+	Pages mem(1);
+	svmbatch_buffer b[2] = {{mem.get(), 10, SVMBATCH_ACCESS_READ_WRITE},
+				{mem.get() + 20, 10, SVMBATCH_ACCESS_READ_WRITE}};
+	int raw = 7;
+	static_assert(sizeof(raw) == sizeof(b[1].access));
+	std::memcpy(&b[1].access, &raw, sizeof(raw));	/* as a C caller could */
+	svmbatch_reg *reg = nullptr;
+	size_t bad = 0;
+
+	EXPECT_EQ(svmbatch_register(ctx_, b, 2, &reg, &bad), -EINVAL);
+	EXPECT_EQ(bad, 1u);
+	EXPECT_NE(std::string(svmbatch_last_error()).find("access"), std::string::npos);
+}
+
+TEST_F(CApiTest, AbsurdBufferCountIsEnomem)
+{
+	svmbatch_buffer b{&ctx_, 1, SVMBATCH_ACCESS_READ_WRITE};
+	svmbatch_reg *reg = nullptr;
+	size_t bad = 0;
+
+	/* Refused before anything is read past b. */
+	EXPECT_EQ(svmbatch_register(ctx_, &b, SIZE_MAX / 2, &reg, &bad), -ENOMEM);
+	EXPECT_EQ(bad, SVMBATCH_LIB_NO_INDEX);
+	EXPECT_EQ(reg, nullptr);
 }
 
 TEST_F(CApiTest, FixedBuffersReadFixed)
 {
-	std::vector<char> mem(8 * page);
-	svmbatch_buffer b[2] = {{mem.data() + 3, 1000, SVMBATCH_ACCESS_READ_WRITE},
-				{mem.data() + 5 * page, 2000, SVMBATCH_ACCESS_READ_WRITE}};
+	Pages mem(8);
+	ASSERT_NE(mem.get(), nullptr);
+	svmbatch_buffer b[2] = {{mem.get() + 3, 1000, SVMBATCH_ACCESS_READ_WRITE},
+				{mem.get() + 5 * page, 2000, SVMBATCH_ACCESS_READ_WRITE}};
 	svmbatch_reg *reg = nullptr;
 	ASSERT_EQ(svmbatch_register(ctx_, b, 2, &reg, nullptr), 0) << svmbatch_last_error();
 	svmbatch::test::Ring ring;
@@ -139,27 +262,61 @@ TEST_F(CApiTest, FixedBuffersReadFixed)
 		<< svmbatch_last_error();
 
 	svmbatch_fixed_slice s{};
+	ASSERT_EQ(svmbatch_fixed_get(fixed, 0, &s), 0);
+	EXPECT_EQ(s.addr, b[0].ptr);
+	EXPECT_EQ(s.len, 1000u);
+	EXPECT_EQ(read_fixed(ring, file.fd(), s, 1000, 7), 1000);
+	EXPECT_TRUE(matches_file(s.addr, 1000, 7));
 	ASSERT_EQ(svmbatch_fixed_get(fixed, 1, &s), 0);
 	EXPECT_EQ(s.addr, b[1].ptr);
 	EXPECT_EQ(s.len, 2000u);
-	io_uring_sqe *sqe = io_uring_get_sqe(&ring.get());
-	io_uring_prep_read_fixed(sqe, file.fd(), s.addr, static_cast<unsigned>(s.len), 4096,
-				 static_cast<int>(s.index));
-	ASSERT_EQ(io_uring_submit(&ring.get()), 1);
-	io_uring_cqe *cqe;
-	ASSERT_EQ(io_uring_wait_cqe(&ring.get(), &cqe), 0);
-	EXPECT_EQ(cqe->res, 2000);
-	io_uring_cqe_seen(&ring.get(), cqe);
-	const auto *p = static_cast<const std::uint8_t *>(s.addr);
-	for (std::size_t k = 0; k < 2000; k++)
-		ASSERT_EQ(p[k], svmbatch::test::pattern_byte(4096 + k)) << k;
+	EXPECT_EQ(read_fixed(ring, file.fd(), s, 2000, 4096), 2000);
+	EXPECT_TRUE(matches_file(s.addr, 2000, 4096));
 
 	EXPECT_EQ(svmbatch_fixed_get(fixed, 2, &s), -ERANGE);
+	EXPECT_EQ(svmbatch_fixed_get(fixed, SIZE_MAX, &s), -ERANGE);
+	EXPECT_NE(std::string(svmbatch_last_error()).find("out of range"), std::string::npos);
 	/* A second whole table on the same ring. */
 	svmbatch_fixed *again = nullptr;
 	EXPECT_EQ(svmbatch_register_fixed(reg, &ring.get(), nullptr, &again), -EBUSY);
 	EXPECT_EQ(again, nullptr);
 	svmbatch_unregister_fixed(fixed);
+	svmbatch_unregister(reg);
+}
+
+TEST_F(CApiTest, FixedBuffersInAWindowOfASparseTable)
+{
+	Pages mem(8);
+	ASSERT_NE(mem.get(), nullptr);
+	svmbatch_buffer b[2] = {{mem.get() + 4 * page, page, SVMBATCH_ACCESS_READ_WRITE},
+				{mem.get(), 300, SVMBATCH_ACCESS_READ_WRITE}};
+	svmbatch_reg *reg = nullptr;
+	ASSERT_EQ(svmbatch_register(ctx_, b, 2, &reg, nullptr), 0) << svmbatch_last_error();
+	svmbatch::test::Ring ring;
+	svmbatch::test::ScratchFile file(2 * page);
+	ASSERT_EQ(io_uring_register_buffers_sparse(&ring.get(), 16), 0);
+
+	/* Too small a window: nothing registered, the index says nothing. */
+	svmbatch_fixed_options opt{1, 6, 1};
+	svmbatch_fixed *fixed = nullptr;
+	EXPECT_EQ(svmbatch_register_fixed(reg, &ring.get(), &opt, &fixed), -ENOSPC);
+	EXPECT_EQ(fixed, nullptr);
+
+	opt.window_size = 4;
+	ASSERT_EQ(svmbatch_register_fixed(reg, &ring.get(), &opt, &fixed), 0)
+		<< svmbatch_last_error();
+	svmbatch_fixed_slice s{};
+	for (size_t i = 0; i < 2; i++) {
+		ASSERT_EQ(svmbatch_fixed_get(fixed, i, &s), 0);
+		EXPECT_GE(s.index, 6u);
+		EXPECT_LT(s.index, 10u);
+		EXPECT_EQ(s.addr, b[i].ptr);
+	}
+	EXPECT_EQ(read_fixed(ring, file.fd(), s, 300, 123), 300);
+	EXPECT_TRUE(matches_file(s.addr, 300, 123));
+	svmbatch_unregister_fixed(fixed);
+	/* The window is cleared again. */
+	EXPECT_EQ(read_fixed(ring, file.fd(), s, 300, 0), -EFAULT);
 	svmbatch_unregister(reg);
 }
 

@@ -2,11 +2,14 @@
 /*
  * svmbatch C API: a thin layer over the C++ library for HIP/C programs and
  * language bindings.  Every function returning int returns 0 or a negative
- * errno (as liburing does) and never throws; svmbatch_last_error() gives
- * this thread's message for the last call that returned int ("" after a
- * success).  Where a caller buffer is to blame, its index is stored in
- * *failed_index (SVMBATCH_LIB_NO_INDEX otherwise; failed_index may be NULL).
- * The _close/_unregister functions accept NULL.
+ * errno (as liburing does) and never throws.  Each of them first clears
+ * this thread's message, so svmbatch_last_error() describes the latest
+ * int-returning call on this thread: "" after a success.  Where a caller
+ * buffer is to blame, its index is stored in *failed_index
+ * (SVMBATCH_LIB_NO_INDEX otherwise, success included; failed_index may be
+ * NULL).  NULL arguments and unknown enum values give -EINVAL; a failure
+ * that is not the library's own error is -ENOMEM (out of memory) or -EIO
+ * (the message says so).  The _close/_unregister functions accept NULL.
  */
 #ifndef SVMBATCH_SVMBATCH_H
 #define SVMBATCH_SVMBATCH_H
@@ -101,7 +104,7 @@ SVMBATCH_API int svmbatch_fixed_get(const svmbatch_fixed *fixed, size_t buffer,
 		       struct svmbatch_fixed_slice *slice);
 SVMBATCH_API void svmbatch_unregister_fixed(svmbatch_fixed *fixed);
 
-/* This thread's message for the last failed call ("" if none). */
+/* The message of this thread's latest int-returning call; "" on success. */
 SVMBATCH_API const char *svmbatch_last_error(void);
 
 #ifdef __cplusplus
