@@ -42,4 +42,32 @@ static inline void svmbatch_eventfd_signal(struct eventfd_ctx *ctx)
 #endif
 }
 
+/* vm_flags became read-only behind helpers in 6.3. */
+static inline void svmbatch_vm_flags_set(struct vm_area_struct *vma,
+					 unsigned long flags)
+{
+#if KERNEL_VERSION(6, 3, 0) <= LINUX_VERSION_CODE
+	vm_flags_set(vma, flags);
+#else
+	vma->vm_flags |= flags;
+#endif
+}
+
+static inline void svmbatch_vm_flags_clear(struct vm_area_struct *vma,
+					   unsigned long flags)
+{
+#if KERNEL_VERSION(6, 3, 0) <= LINUX_VERSION_CODE
+	vm_flags_clear(vma, flags);
+#else
+	vma->vm_flags &= ~flags;
+#endif
+}
+
+/* Symbol namespaces are strings from 6.13. */
+#if KERNEL_VERSION(6, 13, 0) <= LINUX_VERSION_CODE
+#define SVMBATCH_IMPORT_DMA_BUF_NS() MODULE_IMPORT_NS("DMA_BUF")
+#else
+#define SVMBATCH_IMPORT_DMA_BUF_NS() MODULE_IMPORT_NS(DMA_BUF)
+#endif
+
 #endif /* SVMBATCH_COMPAT_H */

@@ -40,6 +40,7 @@ union svmbatch_ucmd_buffer {
 	struct svmbatch_register reg;
 	struct svmbatch_unregister unreg;
 	struct svmbatch_query query;
+	struct svmbatch_export_dmabuf export;
 };
 
 struct svmbatch_ioctl_op {
@@ -69,7 +70,8 @@ static const struct svmbatch_ioctl_op svmbatch_ioctl_ops[] = {
 		 struct svmbatch_unregister, handle),
 	IOCTL_OP(QUERY, svmbatch_query, struct svmbatch_query,
 		 reserved),
-	/* SVMBATCH_EXPORT_DMABUF: reserved, no entry, so ENOTTY. */
+	IOCTL_OP(EXPORT_DMABUF, svmbatch_export_dmabuf,
+		 struct svmbatch_export_dmabuf, fd),
 };
 
 /**
@@ -178,6 +180,7 @@ static int __init svmbatch_init(void)
 	BUILD_BUG_ON(sizeof(struct svmbatch_register) != 48);
 	BUILD_BUG_ON(sizeof(struct svmbatch_unregister) != 8);
 	BUILD_BUG_ON(sizeof(struct svmbatch_query) != 72);
+	BUILD_BUG_ON(sizeof(struct svmbatch_export_dmabuf) != 16);
 
 	svmbatch_debugfs_init();
 	ret = misc_register(&svmbatch_misc);

@@ -36,7 +36,8 @@ int svmbatch_get_info(struct svmbatch_ucmd *ucmd)
 	cmd->abi_version = SVMBATCH_ABI_VERSION;
 	cmd->page_size = PAGE_SIZE;
 	cmd->features = 0;
-	cmd->features |= SVMBATCH_FEATURE_STALE_NOTIFY;
+	cmd->features |= SVMBATCH_FEATURE_STALE_NOTIFY |
+			 SVMBATCH_FEATURE_DMABUF;
 	if (IS_ENABLED(CONFIG_SVMBATCH_FAULT_INJECTION))
 		cmd->features |= SVMBATCH_FEATURE_FAULT_INJECTION;
 	cmd->max_ranges = READ_ONCE(svmbatch_limits.max_ranges);

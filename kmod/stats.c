@@ -66,6 +66,9 @@ static int svmbatch_stats_show(struct seq_file *m, void *unused)
 	seq_printf(m, "failed_registrations %lld\n",
 		   atomic64_read(&s->failed_registrations));
 	seq_printf(m, "stale_total %lld\n", atomic64_read(&s->stale_total));
+	seq_printf(m, "exports %lld\n", atomic64_read(&s->exports));
+	seq_printf(m, "dmabuf_segments %lld\n",
+		   atomic64_read(&s->dmabuf_segments));
 	if (IS_ENABLED(CONFIG_SVMBATCH_FAULT_INJECTION))
 		seq_printf(m, "injected_failures %lld\n",
 			   atomic64_read(&s->injected_failures));

@@ -149,6 +149,9 @@ int svmbatch_register(struct svmbatch_ucmd *ucmd);
 int svmbatch_unregister(struct svmbatch_ucmd *ucmd);
 int svmbatch_query(struct svmbatch_ucmd *ucmd);
 
+/* dmabuf.c */
+int svmbatch_export_dmabuf(struct svmbatch_ucmd *ucmd);
+
 /* pin.c: pinning, accounting, the registration object */
 struct svmbatch_reg *svmbatch_reg_alloc(u32 nr_ranges);
 int svmbatch_reg_pin(struct svmbatch_reg *reg, u64 total_pages,
@@ -174,6 +177,8 @@ struct svmbatch_stats {
 	atomic64_t failed_registrations;
 	atomic64_t injected_failures;
 	atomic64_t stale_total;
+	atomic64_t exports;
+	atomic64_t dmabuf_segments;
 };
 
 extern struct svmbatch_stats svmbatch_stats;

@@ -73,4 +73,16 @@ int Device::query(std::uint32_t handle, svmbatch_query &query) const
 	return ioctl_errno(fd_.get(), SVMBATCH_QUERY, &query);
 }
 
+int Device::export_dmabuf(std::uint32_t handle, std::uint32_t flags) const
+{
+	svmbatch_export_dmabuf cmd{};
+
+	cmd.size = sizeof(cmd);
+	cmd.flags = flags;
+	cmd.handle = handle;
+	cmd.fd = -1;
+	int ret = ioctl_errno(fd_.get(), SVMBATCH_EXPORT_DMABUF, &cmd);
+	return ret ? ret : cmd.fd;
+}
+
 } // namespace svmbatch::detail

@@ -28,6 +28,8 @@ public:
 			    std::uint32_t &error_index) const;
 	int unregister(std::uint32_t handle) const;
 	int query(std::uint32_t handle, svmbatch_query &query) const;
+	/// The new dma-buf fd, or -errno.
+	int export_dmabuf(std::uint32_t handle, std::uint32_t flags) const;
 
 private:
 	UniqueFd fd_;

@@ -18,6 +18,8 @@ const char *step_name(Step step) noexcept
 		return "query";
 	case Step::IoUringRegister:
 		return "io_uring-register";
+	case Step::Export:
+		return "export";
 	}
 	return "unknown";
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <cstdlib>
 #include <fstream>
 #include <map>
@@ -150,6 +151,37 @@ TEST_F(KernelModeTest, StaleAfterTheBufferIsUnmapped)
 	EXPECT_FALSE(r.stale());
 	ASSERT_EQ(::munmap(p, 4 * page), 0);
 	EXPECT_TRUE(r.stale());
+}
+
+TEST_F(KernelModeTest, DmaBufHoldsTheBuffersInRangeOrder)
+{
+	std::vector<char> a(3 * page, 'a'), b(5000, 'b'), c(100, 'c');
+	std::vector<Buffer> bufs{{c.data(), c.size()}, {a.data() + 7, 2 * page},
+				 {b.data(), b.size()}};
+	Registration r = ctx_->register_buffers(bufs);
+	DmaBuf d = r.export_dmabuf();
+
+	ASSERT_TRUE(d);
+	EXPECT_EQ(d.size(), r.pages() * page);
+	auto *map = static_cast<char *>(::mmap(nullptr, d.size(), PROT_READ | PROT_WRITE,
+					       MAP_SHARED, d.fd(), 0));
+	ASSERT_NE(map, MAP_FAILED);
+	for (std::size_t i = 0; i < bufs.size(); i++) {
+		const char *p = map + r.dmabuf_offset(i);
+
+		EXPECT_EQ(std::memcmp(p, bufs[i].ptr, bufs[i].len), 0) << "buffer " << i;
+	}
+	map[r.dmabuf_offset(2) + 10] = 'X';	/* through the dma-buf */
+	EXPECT_EQ(b[10], 'X');
+	::munmap(map, d.size());
+
+	/* The dma-buf outlives the registration; the pages stay pinned. */
+	long pin = test::vm_pin_kb();
+	std::uint64_t pages = r.pages();
+	r.reset();
+	EXPECT_EQ(test::vm_pin_kb(), pin);
+	d = DmaBuf();
+	EXPECT_EQ(test::vm_pin_kb(), pin - static_cast<long>(pages * page / 1024));
 }
 
 /*

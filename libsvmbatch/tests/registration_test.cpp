@@ -314,6 +314,13 @@ TEST_F(RegistrationTest, QueryNeedsTheKernel)
 			EXPECT_EQ(e.err(), EOPNOTSUPP);
 			EXPECT_EQ(e.step(), Step::Query);
 		}
+		try {
+			(void)r.export_dmabuf();
+			FAIL() << "a dma-buf in userspace mode";
+		} catch (const Error &e) {
+			EXPECT_EQ(e.err(), EOPNOTSUPP);
+			EXPECT_EQ(e.step(), Step::Export);
+		}
 		return;
 	}
 	RegistrationStats s = r.query();

@@ -73,8 +73,9 @@ TEST_F(svmbatch, get_info)
 	EXPECT_EQ(DEFAULT_MAX_REGISTRATIONS, info->max_registrations);
 	EXPECT_EQ(DEFAULT_MAX_RANGE_BYTES, info->max_range_bytes);
 	EXPECT_EQ(0ULL, info->features & ~known);
-	/* EXPORT_DMABUF is reserved (ENOTTY), so it must not be advertised. */
-	EXPECT_EQ(0ULL, info->features & SVMBATCH_FEATURE_DMABUF);
+	EXPECT_EQ(SVMBATCH_FEATURE_DMABUF | SVMBATCH_FEATURE_STALE_NOTIFY,
+		  info->features & (SVMBATCH_FEATURE_DMABUF |
+				    SVMBATCH_FEATURE_STALE_NOTIFY));
 	TH_LOG("features 0x%llx%s", (unsigned long long)info->features,
 	       info->features & SVMBATCH_FEATURE_FAULT_INJECTION ?
 	       " (fault injection)" : "");
@@ -95,11 +96,14 @@ TEST_F(svmbatch, get_info_unknown_flags)
 	}
 }
 
-TEST_F(svmbatch, export_dmabuf_reserved)
+TEST_F(svmbatch, export_dmabuf_size_and_handle)
 {
-	__u64 arg[8] = { sizeof(arg) };
+	struct svmbatch_export_dmabuf cmd = { sizeof(cmd), O_RDWR, 12345, -1 };
 
-	EXPECT_ERRNO(ENOTTY, ioctl(self->fd, SVMBATCH_EXPORT_DMABUF, arg));
+	EXPECT_ERRNO(ENOENT, ioctl(self->fd, SVMBATCH_EXPORT_DMABUF, &cmd));
+	EXPECT_EQ(-1, cmd.fd);
+	cmd.size = sizeof(cmd) - 4;
+	EXPECT_ERRNO(EINVAL, ioctl(self->fd, SVMBATCH_EXPORT_DMABUF, &cmd));
 }
 
 TEST_F(svmbatch, unknown_ioctls)

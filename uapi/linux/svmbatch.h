@@ -34,7 +34,7 @@ enum {
 	SVMBATCH_CMD_REGISTER,
 	SVMBATCH_CMD_UNREGISTER,
 	SVMBATCH_CMD_QUERY,
-	SVMBATCH_CMD_EXPORT_DMABUF,	/* reserved: not implemented yet */
+	SVMBATCH_CMD_EXPORT_DMABUF,
 };
 
 /* Feature bits reported in svmbatch_info.features. */
@@ -177,7 +177,25 @@ struct svmbatch_query {
 
 #define SVMBATCH_QUERY _IO(SVMBATCH_TYPE, SVMBATCH_CMD_QUERY)
 
-/* Reserved for a later ABI revision; returns ENOTTY today. */
+/**
+ * struct svmbatch_export_dmabuf - ioctl(SVMBATCH_EXPORT_DMABUF)
+ * @size: sizeof(struct svmbatch_export_dmabuf)
+ * @flags: O_CLOEXEC and the access mode, O_RDONLY or O_RDWR (as for DRM
+ *	PRIME); O_RDWR needs a registration without read-only ranges
+ * @handle: the registration to export
+ * @fd: output, the new dma-buf file descriptor
+ *
+ * The dma-buf is the registration's pages, range after range in the order
+ * REGISTER was given them.  It holds the registration: the pages stay
+ * pinned and charged until both the handle and every dma-buf are gone.
+ */
+struct svmbatch_export_dmabuf {
+	__u32 size;
+	__u32 flags;
+	__u32 handle;
+	__s32 fd;
+};
+
 #define SVMBATCH_EXPORT_DMABUF _IO(SVMBATCH_TYPE, SVMBATCH_CMD_EXPORT_DMABUF)
 
 #endif /* _UAPI_LINUX_SVMBATCH_H */

@@ -18,6 +18,7 @@ enum class Step {
 	Register,	///< the kernel REGISTER (kernel mode) or the VMA check (userspace mode)
 	Query,		///< the kernel QUERY
 	IoUringRegister,	///< registering io_uring fixed buffers
+	Export,		///< EXPORT_DMABUF
 };
 
 /// Name of a step, for messages ("register", "io_uring-register", ...).

@@ -8,6 +8,7 @@
 
 #include <svmbatch/api.h>
 #include <svmbatch/buffer.hpp>
+#include <svmbatch/dmabuf.hpp>
 #include <svmbatch/fixed_buffers.hpp>
 
 struct io_uring;
@@ -75,6 +76,14 @@ public:
 	/// no longer what the process sees there: register again.  Kernel
 	/// mode only (QUERY); Error EOPNOTSUPP in userspace mode.
 	bool stale() const { return query().stale; }
+
+	/// Export the registration as a dma-buf (kernel mode; EOPNOTSUPP in
+	/// userspace mode).  writable needs every buffer ReadWrite (EACCES).
+	/// The dma-buf holds the pages in ranges() order: buffer i starts at
+	/// byte offset dmabuf_offset(i).
+	DmaBuf export_dmabuf(bool writable = true) const;
+	/// Byte offset of caller buffer i in export_dmabuf()'s dma-buf.
+	std::size_t dmabuf_offset(std::size_t buffer) const;
 
 	/// Register the buffers as io_uring fixed buffers of ring (see
 	/// FixedOptions).  Independent of this object's lifetime: io_uring pins

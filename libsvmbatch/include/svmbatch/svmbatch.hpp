@@ -4,6 +4,7 @@
 
 #include <svmbatch/buffer.hpp>
 #include <svmbatch/context.hpp>
+#include <svmbatch/dmabuf.hpp>
 #include <svmbatch/error.hpp>
 #include <svmbatch/fixed_buffers.hpp>
 #include <svmbatch/registration.hpp>
