@@ -148,11 +148,23 @@ FixedBuffers Registration::register_fixed(::io_uring &ring,
 					    " done, undone)",
 				    buffer_in_piece(plan, k));
 		}
-		if (ret < 0)
+		/*
+		 * Nothing was done.  ENXIO (no table) and EINVAL (past its
+		 * end) are about the table; our iovecs always pass the
+		 * kernel's checks, so any other errno is entry 0's.
+		 */
+		if (ret < 0) {
+			const bool table = ret == -ENXIO || ret == -EINVAL;
+
 			throw Error(-ret, Step::IoUringRegister,
 				    "io_uring buffer update of slots " +
 					    std::to_string(first) + ".." +
-					    std::to_string(first + n - 1));
+					    std::to_string(first + n - 1) +
+					    (ret == -ENXIO ? " (the ring has no buffer table: register a sparse one)"
+					     : ret == -EINVAL ? " (past the end of the sparse table?)"
+							      : ""),
+				    table ? Error::no_index : buffer_in_piece(plan, 0));
+		}
 	}
 	fixed.ring_ = &ring;
 	return fixed;
