@@ -54,6 +54,7 @@ protected:
 		if (!test::kernel_available())
 			GTEST_SKIP() << "no /dev/svmbatch";
 		ctx_.emplace(Mode::Kernel);
+		(void)test::quiet_vm_pin_kb();	/* earlier io_uring teardowns */
 	}
 	std::optional<Context> ctx_;
 };

@@ -75,7 +75,7 @@ protected:
 		if (test::mode_under_test() == Mode::Kernel &&
 		    !test::kernel_available())
 			GTEST_SKIP() << "kernel mode: no /dev/svmbatch";
-		pin_before_ = test::vm_pin_kb();
+		pin_before_ = test::quiet_vm_pin_kb();	/* earlier io_uring teardowns */
 	}
 	/* "Nothing left behind" after every test, as after every failure. */
 	void TearDown() override

@@ -57,6 +57,21 @@ long settled_vm_pin_kb(long want, int timeout_ms)
 	return kb;
 }
 
+long quiet_vm_pin_kb(int quiet_ms, int timeout_ms)
+{
+	long kb = vm_pin_kb();
+	int still = 0;
+
+	for (int waited = 0; still < quiet_ms && waited < timeout_ms; waited += 10) {
+		::usleep(10 * 1000);
+		long now = vm_pin_kb();
+
+		still = now == kb ? still + 10 : 0;
+		kb = now;
+	}
+	return kb;
+}
+
 Ring::Ring(unsigned entries)
 {
 	int ret = io_uring_queue_init(entries, &ring_, 0);

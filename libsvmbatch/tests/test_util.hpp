@@ -29,6 +29,10 @@ long vm_pin_kb();
 /// pins from a worker after the ring exits, so its VmPin settles later.
 long settled_vm_pin_kb(long want, int timeout_ms = 5000);
 
+/// VmPin once it has not changed for quiet_ms (at most timeout_ms): lets
+/// an earlier test's io_uring teardown finish before exact comparisons.
+long quiet_vm_pin_kb(int quiet_ms = 200, int timeout_ms = 5000);
+
 /// One io_uring, exited on destruction.
 class Ring {
 public:
