@@ -173,6 +173,8 @@ int main()
 	try {
 		if (::access(svmbatch::Context::default_device, F_OK) == 0)
 			kernel.emplace(svmbatch::Mode::Kernel);
+		else
+			std::printf("# kernel mode absent: no %s\n", svmbatch::Context::default_device);
 		std::printf("# %-6s %6s %7s %11s %11s %7s %11s %11s %7s\n", "size", "N",
 			    "ranges", "fixed_us", "raw_us", "fix/raw", "kernel_us",
 			    "user_us", "k/u");
@@ -182,10 +184,15 @@ int main()
 			results.push_back(r);
 			if (r.skipped)
 				continue;
-			std::printf("# %-6s %6zu %7zu %11.1f %11.1f %7.3f %11.1f %11.1f %7.2f\n",
+			char k_us[16] = "absent", k_u[16] = "-";
+
+			if (kernel) {
+				std::snprintf(k_us, sizeof(k_us), "%.1f", r.kernel_us);
+				std::snprintf(k_u, sizeof(k_u), "%.2f", r.kernel_us / r.userspace_us);
+			}
+			std::printf("# %-6s %6zu %7zu %11.1f %11.1f %7.3f %11s %11.1f %7s\n",
 				    c.name, c.n, r.ranges, r.fixed_us, r.raw_us,
-				    r.fixed_us / r.raw_us, r.kernel_us, r.userspace_us,
-				    r.kernel_us > 0 ? r.kernel_us / r.userspace_us : 0.0);
+				    r.fixed_us / r.raw_us, k_us, r.userspace_us, k_u);
 			std::fflush(stdout);
 		}
 	} catch (const std::exception &e) {
@@ -214,6 +221,8 @@ int main()
 		if (kernel)
 			std::printf("\"kernel_register_us\": %.3f, \"kernel_over_userspace\": %.4f, ",
 				    r.kernel_us, r.kernel_us / r.userspace_us);
+		else
+			std::printf("\"kernel_register_us\": \"absent\", ");
 		std::printf("\"userspace_register_us\": %.3f}%s\n", r.userspace_us, sep);
 	}
 	std::printf("  ]\n}\nSVMBATCH-BENCH-JSON-END\nok 1 lib_bench\n");
