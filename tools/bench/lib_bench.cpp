@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // Library benchmark (make bench-lib), not a test.  For N scattered buffers
-// of one size, median over REPS repetitions:
+// of one size, median over 21 to 201 repetitions:
 //   fixed      Registration::register_fixed + destruction (io_uring table)
 //   raw        io_uring_register_buffers + io_uring_unregister_buffers of
 //              the same iovecs (the registration's merged ranges)
@@ -28,7 +28,12 @@
 
 namespace {
 
-constexpr int reps = 21;
+/*
+ * At least min_reps repetitions; more (up to max_reps) where one is short,
+ * so that a few scheduler hiccups on a 2-core host cannot move the median.
+ */
+constexpr int min_reps = 21, max_reps = 201;
+constexpr double budget_us = 300000;
 /* The largest configuration: io_uring pins all of it, in a 3 GiB guest. */
 constexpr std::size_t max_bytes = std::size_t{512} << 20;
 
@@ -41,6 +46,7 @@ struct Config {
 struct Result {
 	Config c;
 	std::size_t ranges = 0;
+	int reps = 0;
 	double fixed_us = 0, raw_us = 0, kernel_us = -1, userspace_us = 0;
 	bool skipped = false;
 };
@@ -61,7 +67,7 @@ double median(std::vector<double> t)
 	return t[t.size() / 2];
 }
 
-template <typename Fn> double median_us(Fn fn)
+template <typename Fn> double median_us(int reps, Fn fn)
 {
 	std::vector<double> t;
 
@@ -70,7 +76,8 @@ template <typename Fn> double median_us(Fn fn)
 	return median(t);
 }
 
-template <typename A, typename B> std::pair<double, double> paired_median_us(A a, B b)
+template <typename A, typename B>
+std::pair<double, double> paired_median_us(int reps, A a, B b)
 {
 	std::vector<double> ta, tb;
 
@@ -136,21 +143,24 @@ Result bench(const Config &c, std::optional<svmbatch::Context> &kernel,
 
 	io_uring ring;
 	check(io_uring_queue_init(8, &ring, 0), "io_uring_queue_init");
+	auto fixed = [&] { (void)reg.register_fixed(ring); };
+	auto raw = [&] {
+		check(io_uring_register_buffers(&ring, iov.data(),
+						static_cast<unsigned>(iov.size())),
+		      "io_uring_register_buffers");
+		check(io_uring_unregister_buffers(&ring), "io_uring_unregister_buffers");
+	};
+	/* One untimed warm-up of each sizes the repetition count. */
+	double once = time_us(fixed) + time_us(raw);
+	r.reps = static_cast<int>(std::clamp(budget_us / once, double{min_reps},
+					     double{max_reps})) | 1;
 	/* Interleaved, alternating which goes first: drift hits both alike. */
-	std::tie(r.fixed_us, r.raw_us) = paired_median_us(
-		[&] { (void)reg.register_fixed(ring); },
-		[&] {
-			check(io_uring_register_buffers(&ring, iov.data(),
-							static_cast<unsigned>(iov.size())),
-			      "io_uring_register_buffers");
-			check(io_uring_unregister_buffers(&ring),
-			      "io_uring_unregister_buffers");
-		});
+	std::tie(r.fixed_us, r.raw_us) = paired_median_us(r.reps, fixed, raw);
 	io_uring_queue_exit(&ring);
 
-	r.userspace_us = median_us([&] { (void)userspace.register_buffers(b); });
+	r.userspace_us = median_us(r.reps, [&] { (void)userspace.register_buffers(b); });
 	if (kernel)
-		r.kernel_us = median_us([&] { (void)kernel->register_buffers(b); });
+		r.kernel_us = median_us(r.reps, [&] { (void)kernel->register_buffers(b); });
 	return r;
 }
 
@@ -203,7 +213,9 @@ int main()
 	std::printf("SVMBATCH-BENCH-JSON-BEGIN\n{\n  \"benchmark\": \"lib\",\n");
 	std::printf("  \"kernel\": \"%s\",\n  \"module\": %s,\n", u.release,
 		    kernel ? "true" : "false");
-	std::printf("  \"reps\": %d,\n  \"statistic\": \"median\",\n  \"results\": [\n", reps);
+	std::printf("  \"reps\": \"%d to %d, each result's own\",\n"
+		    "  \"statistic\": \"median\",\n  \"results\": [\n",
+		    min_reps, max_reps);
 	for (std::size_t i = 0; i < results.size(); i++) {
 		const Result &r = results[i];
 		const char *sep = i + 1 < results.size() ? "," : "";
@@ -213,10 +225,10 @@ int main()
 				    r.c.name, r.c.n, max_bytes >> 20, sep);
 			continue;
 		}
-		std::printf("    {\"size\": \"%s\", \"n\": %zu, \"ranges\": %zu, "
+		std::printf("    {\"size\": \"%s\", \"n\": %zu, \"ranges\": %zu, \"reps\": %d, "
 			    "\"library_fixed_us\": %.3f, \"raw_io_uring_us\": %.3f, "
 			    "\"library_over_raw\": %.4f, ",
-			    r.c.name, r.c.n, r.ranges, r.fixed_us, r.raw_us,
+			    r.c.name, r.c.n, r.ranges, r.reps, r.fixed_us, r.raw_us,
 			    r.fixed_us / r.raw_us);
 		if (kernel)
 			std::printf("\"kernel_register_us\": %.3f, \"kernel_over_userspace\": %.4f, ",
