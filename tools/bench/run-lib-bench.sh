@@ -12,6 +12,11 @@ module=$1 bin=$2
 date=$(date -u +%Y-%m-%d)
 log=build/vmtest/bench-lib-6.12.log
 mkdir -p bench/results build/vmtest
+# HEAD, plus what of the measured code differs from it
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+dirty=$(git status --porcelain -- kmod uapi libsvmbatch examples tools/bench 2>/dev/null |
+	awk '{print $2}' | tr '\n' ' ' | sed 's/ $//')
+[ -z "$dirty" ] || commit="$commit, modified: $dirty"
 
 # results WHERE DESCRIPTION LOG: the JSON block of LOG with provenance
 results() {
@@ -20,7 +25,7 @@ results() {
 	{
 		echo "{"
 		echo "  \"measured\": \"$(date -u +%Y-%m-%dT%H:%M:%SZ)\","
-		echo "  \"commit\": \"$(git rev-parse --short HEAD 2>/dev/null || echo unknown)\","
+		echo "  \"commit\": \"$commit\","
 		echo "  \"where\": \"$where\","
 		echo "  \"machine\": \"$desc\","
 		sed -n '/SVMBATCH-BENCH-JSON-BEGIN/,/SVMBATCH-BENCH-JSON-END/p' "$src" |
