@@ -5,11 +5,21 @@
  * so the pages stay pinned and charged until the handle and every dma-buf
  * are gone, in any order.
  *
- * Most registered memory is anonymous, and anonymous pages cannot be
- * inserted into another mapping as struct pages (vm_insert_page() refuses
- * them: they belong to their anon_vma).  The CPU mapping of the dma-buf
- * therefore maps page frames from a fault handler (VM_PFNMAP), as udmabuf
- * does, never remap_pfn_range() over memory that is not contiguous.
+ * The dma-buf's bytes are the ranges concatenated in REGISTER order.  That
+ * is the order of reg->runs: pin.c pins range after range in the caller's
+ * order and only ever appends to the last run, so a run never holds pages
+ * of two ranges out of order (it may span a range boundary when the next
+ * range's first page physically follows the previous range's last one,
+ * which changes nothing for the concatenation).
+ *
+ * The CPU mapping of the dma-buf maps page frames from a fault handler
+ * (VM_PFNMAP, as 6.12's udmabuf does), never remap_pfn_range() and
+ * never struct pages.  Anonymous pages cannot be inserted into a second
+ * mapping (vm_insert_page() refuses them: they belong to their anon_vma).
+ * Page-cache and shmem pages could be, but then a truncate or hole punch
+ * of their file would delete pages still mapped here from the page cache
+ * ("Bad page cache", a VM_BUG_ON on debug kernels): user-triggerable.  The
+ * price: GUP, hence io_uring fixed buffers, refuses the alias (EFAULT).
  */
 #include <linux/dma-buf.h>
 #include <linux/dma-mapping.h>
@@ -66,6 +76,7 @@ static int svmbatch_dmabuf_attach(struct dma_buf *dmabuf,
 	mutex_lock(&priv->lock);
 	list_add(&a->node, &priv->attachments);
 	mutex_unlock(&priv->lock);
+	atomic64_inc(&svmbatch_stats.dmabuf_attachments);
 	return 0;
 }
 
@@ -79,6 +90,7 @@ static void svmbatch_dmabuf_detach(struct dma_buf *dmabuf,
 	list_del(&a->node);
 	mutex_unlock(&priv->lock);
 	kfree(a);
+	atomic64_dec(&svmbatch_stats.dmabuf_attachments);
 }
 
 static u32 svmbatch_run_segments(const struct svmbatch_run *run)
@@ -262,20 +274,25 @@ static int svmbatch_dmabuf_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 	struct svmbatch_dmabuf *priv = dmabuf->priv;
 	const struct svmbatch_reg *reg = priv->reg;
 	struct page **pages;
+	u64 n = 0;
 	void *vaddr;
-	u64 i;
+	u32 i, j;
 
 	/* A kernel mapping is writable: not for read-only pins. */
 	if (!priv->writable)
 		return -EACCES;
+	/* vmap() counts pages in an unsigned int; kvmalloc stops at INT_MAX. */
+	if (reg->nr_pages > INT_MAX / sizeof(*pages))
+		return -E2BIG;
 	if (svmbatch_should_fail())
 		return -ENOMEM;
 	pages = kvmalloc_array(reg->nr_pages, sizeof(*pages), GFP_KERNEL);
 	if (!pages)
 		return -ENOMEM;
-	for (i = 0; i < reg->nr_pages; i++)
-		pages[i] = svmbatch_dmabuf_page(priv, i);
-	vaddr = vmap(pages, reg->nr_pages, VM_MAP, PAGE_KERNEL);
+	for (i = 0; i < reg->nr_runs; i++)
+		for (j = 0; j < reg->runs[i].nr_pages; j++)
+			pages[n++] = nth_page(reg->runs[i].first, j);
+	vaddr = vmap(pages, n, VM_MAP, PAGE_KERNEL);
 	kvfree(pages);
 	if (!vaddr)
 		return -ENOMEM;
@@ -350,9 +367,12 @@ static struct svmbatch_dmabuf *svmbatch_dmabuf_priv(struct svmbatch_reg *reg)
  *	dma-buf
  * @ucmd: command holding a struct svmbatch_export_dmabuf
  *
- * Return: 0 with a new fd, -ENOENT for an unknown handle, -EOPNOTSUPP for
- * unknown flags, -EINVAL for O_WRONLY, -EACCES for O_RDWR of a
- * registration with read-only ranges, -ENOMEM, -EMFILE, or -EFAULT.
+ * @cmd->flags takes O_CLOEXEC and O_RDWR; without O_RDWR the dma-buf file
+ * is read-only (O_RDONLY).  Every other bit, O_WRONLY included, is unknown.
+ *
+ * Return: 0 with a new fd, -EOPNOTSUPP for unknown flags, -ENOENT for an
+ * unknown handle, -EACCES for O_RDWR of a registration with read-only
+ * ranges, -ENOMEM, -EMFILE, or -EFAULT.
  */
 int svmbatch_export_dmabuf(struct svmbatch_ucmd *ucmd)
 {
@@ -364,11 +384,8 @@ int svmbatch_export_dmabuf(struct svmbatch_ucmd *ucmd)
 	int fd, ret;
 
 	cmd->fd = -1;
-	if (cmd->flags & ~(O_CLOEXEC | O_ACCMODE))
+	if (cmd->flags & ~(O_CLOEXEC | O_RDWR))
 		return -EOPNOTSUPP;
-	if ((cmd->flags & O_ACCMODE) == O_WRONLY ||
-	    (cmd->flags & O_ACCMODE) == O_ACCMODE)
-		return -EINVAL;
 	reg = svmbatch_ctx_get(ucmd->ctx, cmd->handle);
 	if (!reg)
 		return -ENOENT;
@@ -377,14 +394,14 @@ int svmbatch_export_dmabuf(struct svmbatch_ucmd *ucmd)
 		ret = -ENOMEM;
 		goto err_put;
 	}
-	if ((cmd->flags & O_ACCMODE) == O_RDWR && !priv->writable) {
+	if ((cmd->flags & O_RDWR) && !priv->writable) {
 		ret = -EACCES;
 		goto err_priv;
 	}
 
 	exp_info.ops = &svmbatch_dmabuf_ops;
 	exp_info.size = reg->nr_pages << PAGE_SHIFT;
-	exp_info.flags = cmd->flags & O_ACCMODE;
+	exp_info.flags = cmd->flags & O_RDWR;
 	exp_info.priv = priv;
 	dmabuf = svmbatch_should_fail() ? ERR_PTR(-ENOMEM) :
 		 dma_buf_export(&exp_info);

@@ -69,6 +69,8 @@ static int svmbatch_stats_show(struct seq_file *m, void *unused)
 	seq_printf(m, "exports %lld\n", atomic64_read(&s->exports));
 	seq_printf(m, "dmabuf_segments %lld\n",
 		   atomic64_read(&s->dmabuf_segments));
+	seq_printf(m, "dmabuf_attachments %lld\n",
+		   atomic64_read(&s->dmabuf_attachments));
 	if (IS_ENABLED(CONFIG_SVMBATCH_FAULT_INJECTION))
 		seq_printf(m, "injected_failures %lld\n",
 			   atomic64_read(&s->injected_failures));

@@ -179,6 +179,7 @@ struct svmbatch_stats {
 	atomic64_t stale_total;
 	atomic64_t exports;
 	atomic64_t dmabuf_segments;
+	atomic64_t dmabuf_attachments;
 };
 
 extern struct svmbatch_stats svmbatch_stats;

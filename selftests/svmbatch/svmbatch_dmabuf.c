@@ -358,9 +358,15 @@ TEST_F(dmabuf, bad_requests)
 	__u32 h;
 
 	snapshot_take(_metadata, self->fd, &s0);
+	/* Flags are O_CLOEXEC and O_RDWR; anything else is unknown. */
 	EXPECT_EQ(-EOPNOTSUPP, export_dmabuf(self->fd, self->handle, O_NONBLOCK));
-	EXPECT_EQ(-EINVAL, export_dmabuf(self->fd, self->handle, O_WRONLY));
+	EXPECT_EQ(-EOPNOTSUPP, export_dmabuf(self->fd, self->handle, O_WRONLY));
+	EXPECT_EQ(-EOPNOTSUPP, export_dmabuf(self->fd, self->handle,
+					     O_RDWR | O_WRONLY));
+	EXPECT_EQ(-EOPNOTSUPP, export_dmabuf(self->fd, self->handle + 100,
+					     O_RDWR | O_APPEND));
 	EXPECT_EQ(-ENOENT, export_dmabuf(self->fd, self->handle + 100, O_RDWR));
+	EXPECT_EQ(-ENOENT, export_dmabuf(self->fd, 0, O_RDWR));
 	snapshot_take(_metadata, self->fd, &s1);
 	ASSERT_SNAPSHOT_EQ(&s0, &s1);
 	EXPECT_EQ(fds, count_open_fds());

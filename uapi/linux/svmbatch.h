@@ -180,14 +180,16 @@ struct svmbatch_query {
 /**
  * struct svmbatch_export_dmabuf - ioctl(SVMBATCH_EXPORT_DMABUF)
  * @size: sizeof(struct svmbatch_export_dmabuf)
- * @flags: O_CLOEXEC and the access mode, O_RDONLY or O_RDWR (as for DRM
- *	PRIME); O_RDWR needs a registration without read-only ranges
+ * @flags: O_CLOEXEC and O_RDWR (as for DRM PRIME); without O_RDWR the
+ *	dma-buf file is read-only.  O_RDWR needs a registration without
+ *	read-only ranges (else EACCES); any other bit gives EOPNOTSUPP
  * @handle: the registration to export
  * @fd: output, the new dma-buf file descriptor
  *
  * The dma-buf is the registration's pages, range after range in the order
- * REGISTER was given them.  It holds the registration: the pages stay
- * pinned and charged until both the handle and every dma-buf are gone.
+ * REGISTER was given them, nr_pages pages long.  It holds the registration:
+ * the pages stay pinned and charged until both the handle and every dma-buf
+ * are gone, in any order, even after the registering process has exited.
  */
 struct svmbatch_export_dmabuf {
 	__u32 size;
