@@ -1,12 +1,14 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * EXPORT_DMABUF: scattered anonymous memory as one dma-buf.  Its mmap is a
- * contiguous CPU alias of the ranges in order; vgem imports it (PRIME) and
- * sees the same bytes both ways; the dma-buf keeps the pages pinned until
- * the handle and every dma-buf are gone, in any order and across processes.
+ * contiguous CPU alias of the ranges in order; vgem imports it (PRIME, one
+ * attachment per importing file) and hands back the same dma-buf, whose
+ * bytes are the original buffers both ways; the dma-buf keeps the pages
+ * pinned until the handle, every dma-buf and every import are gone, in any
+ * order and across processes.
  */
 #include <linux/dma-buf.h>
-#include <linux/io_uring.h>
+#include <liburing.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -137,6 +139,36 @@ TEST_F(dmabuf, mmap_is_a_contiguous_alias_in_order)
 	close(dfd);
 }
 
+/* An mmap at an offset starts at that byte of the concatenation. */
+TEST_F(dmabuf, mmap_honours_the_offset)
+{
+	size_t off;
+	char *p;
+	int dfd;
+
+	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, dfd);
+	/* Pages 4..6 of the dma-buf are range 1, the first 3 pages of buf. */
+	p = mmap(NULL, 3 * PAGE_SZ, PROT_READ | PROT_WRITE, MAP_SHARED, dfd,
+		 4 * PAGE_SZ);
+	ASSERT_NE(MAP_FAILED, p);
+	for (off = 0; off < 3 * PAGE_SZ; off++)
+		ASSERT_EQ(self->buf[off], p[off]) TH_LOG("byte %zu", off);
+	p[2 * PAGE_SZ] = 0x3c;
+	EXPECT_EQ(0x3c, self->buf[2 * PAGE_SZ]);
+	munmap(p, 3 * PAGE_SZ);
+	/* The last page alone, then one page too far. */
+	p = mmap(NULL, PAGE_SZ, PROT_READ, MAP_SHARED, dfd,
+		 (EXPORT_PAGES - 1) * PAGE_SZ);
+	ASSERT_NE(MAP_FAILED, p);
+	EXPECT_EQ(0, memcmp(p, self->buf + 30 * PAGE_SZ, PAGE_SZ));
+	munmap(p, PAGE_SZ);
+	EXPECT_EQ(MAP_FAILED, mmap(NULL, 2 * PAGE_SZ, PROT_READ, MAP_SHARED,
+				   dfd, (EXPORT_PAGES - 1) * PAGE_SZ));
+	EXPECT_EQ(EINVAL, errno);
+	close(dfd);
+}
+
 /* The vgem card node, or -1. */
 static int open_vgem(void)
 {
@@ -158,58 +190,151 @@ static int open_vgem(void)
 	return -1;
 }
 
+static int vgem_import(int vgem, int dfd, __u32 *gem)
+{
+	struct drm_prime_handle prime = { .fd = dfd };
+
+	if (ioctl(vgem, DRM_IOCTL_PRIME_FD_TO_HANDLE, &prime))
+		return -errno;
+	*gem = prime.handle;
+	return 0;
+}
+
+static int gem_close(int vgem, __u32 gem)
+{
+	struct drm_gem_close c = { .handle = gem };
+
+	return ioctl(vgem, DRM_IOCTL_GEM_CLOSE, &c);
+}
+
 /*
  * vgem imports the dma-buf (PRIME): it attaches and maps it for its device,
  * one scatterlist segment per physically contiguous run.  vgem cannot mmap
- * an imported object (drm_gem_dumb_map_offset() refuses imports), so the
- * bytes are checked through the dma-buf's own mmap above; here, that the
- * import is this dma-buf and that a read-only export cannot be imported
- * for device writes.
+ * an imported object itself (drm_gem_dumb_map_offset() refuses imports with
+ * EINVAL), but exporting the import again gives this very dma-buf, and its
+ * mmap shows the original scattered buffers byte for byte, both ways.  A
+ * read-only export cannot be imported for device writes.
  */
 TEST_F(dmabuf, vgem_imports_it)
 {
-	struct drm_prime_handle prime = { 0 }, back = { 0 };
+	struct drm_prime_handle back = { 0 };
+	struct drm_mode_map_dumb map = { 0 };
 	struct svmbatch_range ro = mkrange(self->buf + 40 * PAGE_SZ, PAGE_SZ,
 					    SVMBATCH_RANGE_READ_ONLY);
-	struct drm_gem_close gclose = { 0 };
 	long long segs = stat_get("dmabuf_segments");
+	long long atts = stat_get("dmabuf_attachments");
+	size_t len = EXPORT_PAGES * PAGE_SZ, off;
 	struct stat st_export, st_back;
 	struct svmbatch_query q;
 	int vgem, dfd, rofd;
-	__u32 h;
+	__u32 h, gem = 0;
+	char *alias;
 
 	vgem = open_vgem();
 	if (vgem < 0)
 		SKIP(return, "no vgem device (CONFIG_DRM_VGEM, module vgem)");
 	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, dfd);
-	prime.fd = dfd;
-	ASSERT_EQ(0, ioctl(vgem, DRM_IOCTL_PRIME_FD_TO_HANDLE, &prime));
+	ASSERT_EQ(0, vgem_import(vgem, dfd, &gem));
 	test_cmd_query(self->handle, &q);
 	EXPECT_EQ(segs + (long long)q.nr_segments, stat_get("dmabuf_segments"));
+	EXPECT_EQ(atts + 1, stat_get("dmabuf_attachments"));
 
-	back.handle = prime.handle;
-	back.flags = DRM_CLOEXEC;
+	map.handle = gem;
+	EXPECT_EQ(-1, ioctl(vgem, DRM_IOCTL_MODE_MAP_DUMB, &map));
+	EXPECT_EQ(EINVAL, errno);
+
+	back.handle = gem;
+	back.flags = DRM_CLOEXEC | DRM_RDWR;
 	ASSERT_EQ(0, ioctl(vgem, DRM_IOCTL_PRIME_HANDLE_TO_FD, &back));
 	ASSERT_EQ(0, fstat(dfd, &st_export));
 	ASSERT_EQ(0, fstat(back.fd, &st_back));
 	EXPECT_EQ(st_export.st_ino, st_back.st_ino);
+	close(dfd);
+	alias = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, back.fd, 0);
+	ASSERT_NE(MAP_FAILED, alias);
+	for (off = 0; off < len; off++)
+		ASSERT_EQ(*dmabuf_byte(self->r, off), alias[off])
+			TH_LOG("byte %zu", off);
+	self->buf[11 * PAGE_SZ + 17] = 0x21;		/* range 0, page 1 */
+	EXPECT_EQ(0x21, alias[PAGE_SZ + 17]);
+	alias[6 * PAGE_SZ + 5] = 0x42;			/* range 1, page 2 */
+	EXPECT_EQ(0x42, self->buf[2 * PAGE_SZ + 5]);
+	munmap(alias, len);
 	close(back.fd);
 
-	gclose.handle = prime.handle;
-	ASSERT_EQ(0, ioctl(vgem, DRM_IOCTL_GEM_CLOSE, &gclose));
+	ASSERT_EQ(0, gem_close(vgem, gem));
 	EXPECT_EQ(segs, stat_get("dmabuf_segments"));
-	close(dfd);
+	EXPECT_EQ(atts, stat_get("dmabuf_attachments"));
 
 	h = test_cmd_register(&ro, 1, NULL);
-	rofd = export_dmabuf(self->fd, h, O_RDONLY | O_CLOEXEC);
+	rofd = export_dmabuf(self->fd, h, O_CLOEXEC);
 	ASSERT_LE(0, rofd);
-	prime.fd = rofd;
-	EXPECT_EQ(-1, ioctl(vgem, DRM_IOCTL_PRIME_FD_TO_HANDLE, &prime));
-	EXPECT_EQ(EACCES, errno);
+	EXPECT_EQ(-EACCES, vgem_import(vgem, rofd, &gem));
+	EXPECT_EQ(atts, stat_get("dmabuf_attachments"));
 	close(rofd);
 	test_cmd_unregister(h);
 	close(vgem);
+}
+
+/*
+ * Two exports of one registration, imported by two vgem files (three
+ * attachments): every import holds its dma-buf, so the pages stay pinned
+ * after the handle and both dma-buf fds are gone, until the last import.
+ */
+TEST_F(dmabuf, several_exports_and_importers)
+{
+	long long segs = stat_get("dmabuf_segments");
+	long long atts = stat_get("dmabuf_attachments");
+	long long exports = stat_get("exports");
+	long long regs = stat_get("registrations");
+	long long pin = vmpin_kb();
+	struct stat st1, st2;
+	struct svmbatch_query q;
+	int vgem1, vgem2, dfd1, dfd2;
+	__u32 g1 = 0, g2 = 0, g3 = 0;
+
+	vgem1 = open_vgem();
+	if (vgem1 < 0)
+		SKIP(return, "no vgem device (CONFIG_DRM_VGEM, module vgem)");
+	vgem2 = open_vgem();
+	ASSERT_LE(0, vgem2);
+	test_cmd_query(self->handle, &q);
+
+	dfd1 = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, dfd1);
+	dfd2 = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, dfd2);
+	ASSERT_EQ(0, fstat(dfd1, &st1));
+	ASSERT_EQ(0, fstat(dfd2, &st2));
+	EXPECT_NE(st1.st_ino, st2.st_ino);
+	EXPECT_EQ(exports + 2, stat_get("exports"));
+
+	ASSERT_EQ(0, vgem_import(vgem1, dfd1, &g1));
+	ASSERT_EQ(0, vgem_import(vgem2, dfd1, &g2));
+	ASSERT_EQ(0, vgem_import(vgem1, dfd2, &g3));
+	EXPECT_EQ(atts + 3, stat_get("dmabuf_attachments"));
+	EXPECT_EQ(segs + 3 * (long long)q.nr_segments,
+		  stat_get("dmabuf_segments"));
+
+	test_cmd_unregister(self->handle);
+	close(dfd1);
+	close(dfd2);
+	EXPECT_EQ(pin, vmpin_kb());
+	EXPECT_EQ(regs, stat_get("registrations"));
+	EXPECT_EQ(exports + 2, stat_get("exports"));
+
+	ASSERT_EQ(0, gem_close(vgem1, g1));
+	EXPECT_EQ(exports + 2, stat_get("exports"));	/* vgem2 holds it */
+	close(vgem2);					/* drops g2 */
+	EXPECT_EQ(exports + 1, stat_get("exports"));
+	EXPECT_EQ(pin, vmpin_kb());
+	close(vgem1);					/* drops g3 */
+	EXPECT_EQ(exports, stat_get("exports"));
+	EXPECT_EQ(atts, stat_get("dmabuf_attachments"));
+	EXPECT_EQ(segs, stat_get("dmabuf_segments"));
+	EXPECT_EQ(regs - 1, stat_get("registrations"));
+	EXPECT_EQ(pin - (long long)(EXPORT_PAGES * PAGE_SZ / 1024), vmpin_kb());
 }
 
 TEST_F(dmabuf, unregister_first_keeps_pages_until_close)
@@ -383,17 +508,65 @@ TEST_F(dmabuf, bad_requests)
 	test_cmd_unregister(h);
 }
 
+/* An io_uring instance, or SKIP with the reason. */
+#define ring_init_or_skip(_ring, _label)				\
+	do {								\
+		int __r = io_uring_queue_init(4, _ring, 0);		\
+		if (__r == -ENOSYS || __r == -EPERM)			\
+			SKIP(goto _label, "io_uring_queue_init: %s",	\
+			     strerror(-__r));				\
+		ASSERT_EQ(0, __r);					\
+	} while (0)
+
+/* Submit the one prepared SQE and return its result. */
+static int ring_run(struct io_uring *ring)
+{
+	struct io_uring_cqe *cqe;
+	int ret = io_uring_submit(ring);
+
+	if (ret != 1)
+		return ret < 0 ? ret : -EIO;
+	ret = io_uring_wait_cqe(ring, &cqe);
+	if (ret)
+		return ret;
+	ret = cqe->res;
+	io_uring_cqe_seen(ring, cqe);
+	return ret;
+}
+
+/* An unlinked temporary file holding @len bytes of a pattern. */
+static int pattern_file(size_t len, unsigned char seed, unsigned char *copy)
+{
+	char path[] = "/tmp/svmbatch-dmabuf.XXXXXX";
+	int fd = mkostemp(path, O_CLOEXEC);
+	size_t i;
+
+	if (fd < 0)
+		return -1;
+	unlink(path);
+	for (i = 0; i < len; i++)
+		copy[i] = (unsigned char)(i * 13 + (i >> 12) + seed);
+	if (pwrite(fd, copy, len, 0) != (ssize_t)len) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
 /*
- * io_uring cannot register the dma-buf's CPU alias: it maps page frames
- * (VM_PFNMAP), because anonymous pages cannot be inserted as struct pages
- * into a second mapping, and GUP refuses VM_PFNMAP with EFAULT on 6.1 and
- * 6.12 alike (6.1 would refuse the file-backed vma next, with EOPNOTSUPP).
+ * io_uring cannot register the dma-buf's CPU alias as fixed buffers, on
+ * 6.1 and 6.12 alike: the alias maps page frames (VM_PFNMAP, see
+ * kmod/dmabuf.c for why it cannot map struct pages), and GUP's
+ * check_vma_flags() refuses VM_PFNMAP with EFAULT.  6.1 would refuse it a
+ * second time: its io_pin_pages() rejects every file-backed vma other than
+ * shmem and hugetlbfs with EOPNOTSUPP (removed in 6.5, when GUP took over
+ * the file-backed checks).
  */
 TEST_F(dmabuf, io_uring_refuses_the_alias)
 {
-	struct io_uring_params p = { 0 };
+	struct io_uring ring;
 	struct iovec iov;
-	int ring, dfd, ret, err;
+	int dfd, ret;
 	char *alias;
 
 	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
@@ -401,21 +574,137 @@ TEST_F(dmabuf, io_uring_refuses_the_alias)
 	alias = mmap(NULL, EXPORT_PAGES * PAGE_SZ, PROT_READ | PROT_WRITE,
 		     MAP_SHARED, dfd, 0);
 	ASSERT_NE(MAP_FAILED, alias);
-	ring = syscall(__NR_io_uring_setup, 4, &p);
-	if (ring < 0)
-		SKIP(goto out, "io_uring_setup: %s", strerror(errno));
+	ring_init_or_skip(&ring, out);
 	iov.iov_base = alias;
 	iov.iov_len = EXPORT_PAGES * PAGE_SZ;
-	ret = syscall(__NR_io_uring_register, ring, IORING_REGISTER_BUFFERS,
-		      &iov, 1);
-	err = errno;
-	EXPECT_EQ(-1, ret);
-	EXPECT_EQ(EFAULT, err);
-	TH_LOG("io_uring_register of the alias: %s", strerror(err));
-	close(ring);
+	ret = io_uring_register_buffers(&ring, &iov, 1);
+	EXPECT_EQ(-EFAULT, ret);
+	TH_LOG("io_uring_register_buffers of the alias: %s", strerror(-ret));
+	io_uring_queue_exit(&ring);
 out:
 	munmap(alias, EXPORT_PAGES * PAGE_SZ);
 	close(dfd);
+}
+
+/* A plain (not fixed) io_uring read into the alias lands in the ranges. */
+TEST_F(dmabuf, io_uring_read_into_the_alias)
+{
+	size_t len = EXPORT_PAGES * PAGE_SZ, off;
+	unsigned char *file = malloc(len);
+	struct io_uring_sqe *sqe;
+	struct io_uring ring;
+	int dfd, src;
+	char *alias;
+
+	ASSERT_NE(NULL, file);
+	src = pattern_file(len, 0x11, file);
+	ASSERT_LE(0, src);
+	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, dfd);
+	alias = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, dfd, 0);
+	ASSERT_NE(MAP_FAILED, alias);
+	ring_init_or_skip(&ring, out);
+	sqe = io_uring_get_sqe(&ring);
+	ASSERT_NE(NULL, sqe);
+	io_uring_prep_read(sqe, src, alias, len, 0);
+	ASSERT_EQ((int)len, ring_run(&ring));
+	for (off = 0; off < len; off++)
+		ASSERT_EQ((char)file[off], *dmabuf_byte(self->r, off))
+			TH_LOG("byte %zu", off);
+	io_uring_queue_exit(&ring);
+out:
+	munmap(alias, len);
+	close(dfd);
+	close(src);
+	free(file);
+}
+
+/*
+ * The path that works: the original ranges as io_uring fixed buffers,
+ * READ_FIXED from a file into them, and the dma-buf (what a device
+ * imports) holds the file's bytes in order.
+ */
+TEST_F(dmabuf, io_uring_read_fixed_shows_in_the_dmabuf)
+{
+	size_t len = EXPORT_PAGES * PAGE_SZ, off = 0;
+	unsigned char *file = malloc(len);
+	struct io_uring_sqe *sqe;
+	struct iovec iov[NR];
+	struct io_uring ring;
+	int dfd, src, i;
+	char *alias;
+
+	ASSERT_NE(NULL, file);
+	src = pattern_file(len, 0x77, file);
+	ASSERT_LE(0, src);
+	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, dfd);
+	alias = mmap(NULL, len, PROT_READ, MAP_SHARED, dfd, 0);
+	ASSERT_NE(MAP_FAILED, alias);
+	ring_init_or_skip(&ring, out);
+	for (i = 0; i < NR; i++) {
+		iov[i].iov_base = u64_ptr(self->r[i].addr);
+		iov[i].iov_len = self->r[i].len;
+	}
+	ASSERT_EQ(0, io_uring_register_buffers(&ring, iov, NR));
+	for (i = 0; i < NR; off += iov[i].iov_len, i++) {
+		sqe = io_uring_get_sqe(&ring);
+		ASSERT_NE(NULL, sqe);
+		io_uring_prep_read_fixed(sqe, src, iov[i].iov_base,
+					 iov[i].iov_len, off, i);
+		ASSERT_EQ((int)iov[i].iov_len, ring_run(&ring));
+	}
+	EXPECT_EQ(0, memcmp(alias, file, len));
+	ASSERT_EQ(0, io_uring_unregister_buffers(&ring));
+	io_uring_queue_exit(&ring);
+out:
+	munmap(alias, len);
+	close(dfd);
+	close(src);
+	free(file);
+}
+
+/*
+ * Importing runs the exporter's attach and map_dma_buf; each of their
+ * injection points fails the import cleanly: no attachment, no mapped
+ * segment, no GEM handle, and the dma-buf is still ours alone.
+ */
+TEST_F(dmabuf, fail_nth_import_sweep)
+{
+	long long segs = stat_get("dmabuf_segments");
+	long long atts = stat_get("dmabuf_attachments");
+	long long exports = stat_get("exports");
+	int vgem, dfd, ret = -1;
+	unsigned long n;
+	__u32 gem = 0;
+
+	if (!have_fault_injection(self->fd))
+		SKIP(return, "no svmbatch fault injection in this build");
+	vgem = open_vgem();
+	if (vgem < 0)
+		SKIP(return, "no vgem device (CONFIG_DRM_VGEM, module vgem)");
+	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, dfd);
+	for (n = 1; n < 64; n++) {
+		ASSERT_EQ(0, fail_nth_set(n));
+		ret = vgem_import(vgem, dfd, &gem);
+		fail_nth_set(0);
+		if (!ret)
+			break;
+		EXPECT_EQ(-ENOMEM, ret)
+			TH_LOG("fail_nth %lu: %s", n, strerror(-ret));
+		EXPECT_EQ(atts, stat_get("dmabuf_attachments"));
+		EXPECT_EQ(segs, stat_get("dmabuf_segments"));
+		EXPECT_EQ(exports + 1, stat_get("exports"));
+	}
+	ASSERT_EQ(0, ret);
+	TH_LOG("%lu injection points", n - 1);
+	EXPECT_EQ(3UL, n - 1);	/* attach, the sg table, its DMA mapping */
+	ASSERT_EQ(0, gem_close(vgem, gem));
+	close(dfd);
+	close(vgem);
+	EXPECT_EQ(exports, stat_get("exports"));
+	EXPECT_EQ(atts, stat_get("dmabuf_attachments"));
 }
 
 /* Every injection point of EXPORT_DMABUF fails cleanly. */
