@@ -22,6 +22,7 @@
 #define NPAGES 64
 #define NR 3
 #define EXPORT_PAGES 8	/* 4 + 3 + 1 */
+#define VGEM_SKIP_MSG "no vgem device (CONFIG_DRM_VGEM, module vgem)"
 
 FIXTURE(dmabuf) {
 	int fd;
@@ -190,6 +191,32 @@ static int open_vgem(void)
 	return -1;
 }
 
+/* A vgem card node in @_vgem, or SKIP the test. */
+#define vgem_open_or_skip(_vgem)					\
+	do {								\
+		_vgem = open_vgem();					\
+		if (_vgem < 0)						\
+			SKIP(return, VGEM_SKIP_MSG);			\
+	} while (0)
+
+/* The global counters that exports and their imports move. */
+struct import_counters {
+	long long segs;		/* dmabuf_segments */
+	long long atts;		/* dmabuf_attachments */
+	long long exports;
+};
+
+static struct import_counters read_import_counters(void)
+{
+	struct import_counters c = {
+		.segs = stat_get("dmabuf_segments"),
+		.atts = stat_get("dmabuf_attachments"),
+		.exports = stat_get("exports"),
+	};
+
+	return c;
+}
+
 static int vgem_import(int vgem, int dfd, __u32 *gem)
 {
 	struct drm_prime_handle prime = { .fd = dfd };
@@ -221,8 +248,7 @@ TEST_F(dmabuf, vgem_imports_it)
 	struct drm_mode_map_dumb map = { 0 };
 	struct svmbatch_range ro = mkrange(self->buf + 40 * PAGE_SZ, PAGE_SZ,
 					    SVMBATCH_RANGE_READ_ONLY);
-	long long segs = stat_get("dmabuf_segments");
-	long long atts = stat_get("dmabuf_attachments");
+	const struct import_counters c0 = read_import_counters();
 	size_t len = EXPORT_PAGES * PAGE_SZ, off;
 	struct stat st_export, st_back;
 	struct svmbatch_query q;
@@ -230,15 +256,13 @@ TEST_F(dmabuf, vgem_imports_it)
 	__u32 h, gem = 0;
 	char *alias;
 
-	vgem = open_vgem();
-	if (vgem < 0)
-		SKIP(return, "no vgem device (CONFIG_DRM_VGEM, module vgem)");
+	vgem_open_or_skip(vgem);
 	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, dfd);
 	ASSERT_EQ(0, vgem_import(vgem, dfd, &gem));
 	test_cmd_query(self->handle, &q);
-	EXPECT_EQ(segs + (long long)q.nr_segments, stat_get("dmabuf_segments"));
-	EXPECT_EQ(atts + 1, stat_get("dmabuf_attachments"));
+	EXPECT_EQ(c0.segs + (long long)q.nr_segments, stat_get("dmabuf_segments"));
+	EXPECT_EQ(c0.atts + 1, stat_get("dmabuf_attachments"));
 
 	map.handle = gem;
 	EXPECT_EQ(-1, ioctl(vgem, DRM_IOCTL_MODE_MAP_DUMB, &map));
@@ -264,14 +288,14 @@ TEST_F(dmabuf, vgem_imports_it)
 	close(back.fd);
 
 	ASSERT_EQ(0, gem_close(vgem, gem));
-	EXPECT_EQ(segs, stat_get("dmabuf_segments"));
-	EXPECT_EQ(atts, stat_get("dmabuf_attachments"));
+	EXPECT_EQ(c0.segs, stat_get("dmabuf_segments"));
+	EXPECT_EQ(c0.atts, stat_get("dmabuf_attachments"));
 
 	h = test_cmd_register(&ro, 1, NULL);
 	rofd = export_dmabuf(self->fd, h, O_CLOEXEC);
 	ASSERT_LE(0, rofd);
 	EXPECT_EQ(-EACCES, vgem_import(vgem, rofd, &gem));
-	EXPECT_EQ(atts, stat_get("dmabuf_attachments"));
+	EXPECT_EQ(c0.atts, stat_get("dmabuf_attachments"));
 	close(rofd);
 	test_cmd_unregister(h);
 	close(vgem);
@@ -284,9 +308,7 @@ TEST_F(dmabuf, vgem_imports_it)
  */
 TEST_F(dmabuf, several_exports_and_importers)
 {
-	long long segs = stat_get("dmabuf_segments");
-	long long atts = stat_get("dmabuf_attachments");
-	long long exports = stat_get("exports");
+	const struct import_counters c0 = read_import_counters();
 	long long regs = stat_get("registrations");
 	long long pin = vmpin_kb();
 	struct stat st1, st2;
@@ -294,9 +316,7 @@ TEST_F(dmabuf, several_exports_and_importers)
 	int vgem1, vgem2, dfd1, dfd2;
 	__u32 g1 = 0, g2 = 0, g3 = 0;
 
-	vgem1 = open_vgem();
-	if (vgem1 < 0)
-		SKIP(return, "no vgem device (CONFIG_DRM_VGEM, module vgem)");
+	vgem_open_or_skip(vgem1);
 	vgem2 = open_vgem();
 	ASSERT_LE(0, vgem2);
 	test_cmd_query(self->handle, &q);
@@ -308,13 +328,13 @@ TEST_F(dmabuf, several_exports_and_importers)
 	ASSERT_EQ(0, fstat(dfd1, &st1));
 	ASSERT_EQ(0, fstat(dfd2, &st2));
 	EXPECT_NE(st1.st_ino, st2.st_ino);
-	EXPECT_EQ(exports + 2, stat_get("exports"));
+	EXPECT_EQ(c0.exports + 2, stat_get("exports"));
 
 	ASSERT_EQ(0, vgem_import(vgem1, dfd1, &g1));
 	ASSERT_EQ(0, vgem_import(vgem2, dfd1, &g2));
 	ASSERT_EQ(0, vgem_import(vgem1, dfd2, &g3));
-	EXPECT_EQ(atts + 3, stat_get("dmabuf_attachments"));
-	EXPECT_EQ(segs + 3 * (long long)q.nr_segments,
+	EXPECT_EQ(c0.atts + 3, stat_get("dmabuf_attachments"));
+	EXPECT_EQ(c0.segs + 3 * (long long)q.nr_segments,
 		  stat_get("dmabuf_segments"));
 
 	test_cmd_unregister(self->handle);
@@ -322,17 +342,17 @@ TEST_F(dmabuf, several_exports_and_importers)
 	close(dfd2);
 	EXPECT_EQ(pin, vmpin_kb());
 	EXPECT_EQ(regs, stat_get("registrations"));
-	EXPECT_EQ(exports + 2, stat_get("exports"));
+	EXPECT_EQ(c0.exports + 2, stat_get("exports"));
 
 	ASSERT_EQ(0, gem_close(vgem1, g1));
-	EXPECT_EQ(exports + 2, stat_get("exports"));	/* vgem2 holds it */
+	EXPECT_EQ(c0.exports + 2, stat_get("exports"));	/* vgem2 holds it */
 	close(vgem2);					/* drops g2 */
-	EXPECT_EQ(exports + 1, stat_get("exports"));
+	EXPECT_EQ(c0.exports + 1, stat_get("exports"));
 	EXPECT_EQ(pin, vmpin_kb());
 	close(vgem1);					/* drops g3 */
-	EXPECT_EQ(exports, stat_get("exports"));
-	EXPECT_EQ(atts, stat_get("dmabuf_attachments"));
-	EXPECT_EQ(segs, stat_get("dmabuf_segments"));
+	EXPECT_EQ(c0.exports, stat_get("exports"));
+	EXPECT_EQ(c0.atts, stat_get("dmabuf_attachments"));
+	EXPECT_EQ(c0.segs, stat_get("dmabuf_segments"));
 	EXPECT_EQ(regs - 1, stat_get("registrations"));
 	EXPECT_EQ(pin - (long long)(EXPORT_PAGES * PAGE_SZ / 1024), vmpin_kb());
 }
@@ -384,45 +404,6 @@ TEST_F(dmabuf, close_first_and_closing_the_svmbatch_fd)
 	close(dfd);
 	EXPECT_EQ(pin - (long long)(EXPORT_PAGES * PAGE_SZ / 1024), vmpin_kb());
 	EXPECT_EQ(regs - 1, stat_get("registrations"));
-}
-
-static int send_fd(int sock, int fd)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-	char byte = 'x';
-	struct iovec iov = { &byte, 1 };
-	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
-	};
-	struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-
-	c->cmsg_level = SOL_SOCKET;
-	c->cmsg_type = SCM_RIGHTS;
-	c->cmsg_len = CMSG_LEN(sizeof(int));
-	memcpy(CMSG_DATA(c), &fd, sizeof(int));
-	return sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
-}
-
-static int recv_fd(int sock)
-{
-	char cbuf[CMSG_SPACE(sizeof(int))] = { 0 };
-	char byte;
-	struct iovec iov = { &byte, 1 };
-	struct msghdr msg = {
-		.msg_iov = &iov, .msg_iovlen = 1,
-		.msg_control = cbuf, .msg_controllen = sizeof(cbuf),
-	};
-	struct cmsghdr *c;
-	int fd;
-
-	if (recvmsg(sock, &msg, 0) != 1)
-		return -1;
-	c = CMSG_FIRSTHDR(&msg);
-	if (!c || c->cmsg_type != SCM_RIGHTS)
-		return -1;
-	memcpy(&fd, CMSG_DATA(c), sizeof(int));
-	return fd;
 }
 
 /*
@@ -518,22 +499,6 @@ TEST_F(dmabuf, bad_requests)
 		ASSERT_EQ(0, __r);					\
 	} while (0)
 
-/* Submit the one prepared SQE and return its result. */
-static int ring_run(struct io_uring *ring)
-{
-	struct io_uring_cqe *cqe;
-	int ret = io_uring_submit(ring);
-
-	if (ret != 1)
-		return ret < 0 ? ret : -EIO;
-	ret = io_uring_wait_cqe(ring, &cqe);
-	if (ret)
-		return ret;
-	ret = cqe->res;
-	io_uring_cqe_seen(ring, cqe);
-	return ret;
-}
-
 /* An unlinked temporary file holding @len bytes of a pattern. */
 static int pattern_file(size_t len, unsigned char seed, unsigned char *copy)
 {
@@ -551,6 +516,38 @@ static int pattern_file(size_t len, unsigned char seed, unsigned char *copy)
 		return -1;
 	}
 	return fd;
+}
+
+/* A pattern file to read from and the dma-buf's alias to read into. */
+struct alias_io {
+	size_t len;
+	unsigned char *file;	/* the file's bytes */
+	int src;		/* the file */
+	int dfd;		/* the registration, exported read-write */
+	char *alias;		/* all of it mapped, shared, with the given prot */
+};
+
+static void alias_io_setup(struct __test_metadata *_metadata, int fd,
+			   __u32 handle, unsigned char seed, int prot,
+			   struct alias_io *io)
+{
+	io->len = EXPORT_PAGES * PAGE_SZ;
+	io->file = malloc(io->len);
+	ASSERT_NE(NULL, io->file);
+	io->src = pattern_file(io->len, seed, io->file);
+	ASSERT_LE(0, io->src);
+	io->dfd = export_dmabuf(fd, handle, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, io->dfd);
+	io->alias = mmap(NULL, io->len, prot, MAP_SHARED, io->dfd, 0);
+	ASSERT_NE(MAP_FAILED, io->alias);
+}
+
+static void alias_io_cleanup(struct alias_io *io)
+{
+	munmap(io->alias, io->len);
+	close(io->dfd);
+	close(io->src);
+	free(io->file);
 }
 
 /*
@@ -589,34 +586,24 @@ out:
 /* A plain (not fixed) io_uring read into the alias lands in the ranges. */
 TEST_F(dmabuf, io_uring_read_into_the_alias)
 {
-	size_t len = EXPORT_PAGES * PAGE_SZ, off;
-	unsigned char *file = malloc(len);
 	struct io_uring_sqe *sqe;
 	struct io_uring ring;
-	int dfd, src;
-	char *alias;
+	struct alias_io io;
+	size_t off;
 
-	ASSERT_NE(NULL, file);
-	src = pattern_file(len, 0x11, file);
-	ASSERT_LE(0, src);
-	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
-	ASSERT_LE(0, dfd);
-	alias = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, dfd, 0);
-	ASSERT_NE(MAP_FAILED, alias);
+	alias_io_setup(_metadata, self->fd, self->handle, 0x11,
+		       PROT_READ | PROT_WRITE, &io);
 	ring_init_or_skip(&ring, out);
 	sqe = io_uring_get_sqe(&ring);
 	ASSERT_NE(NULL, sqe);
-	io_uring_prep_read(sqe, src, alias, len, 0);
-	ASSERT_EQ((int)len, ring_run(&ring));
-	for (off = 0; off < len; off++)
-		ASSERT_EQ((char)file[off], *dmabuf_byte(self->r, off))
+	io_uring_prep_read(sqe, io.src, io.alias, io.len, 0);
+	ASSERT_EQ((int)io.len, uring_submit_wait(&ring));
+	for (off = 0; off < io.len; off++)
+		ASSERT_EQ((char)io.file[off], *dmabuf_byte(self->r, off))
 			TH_LOG("byte %zu", off);
 	io_uring_queue_exit(&ring);
 out:
-	munmap(alias, len);
-	close(dfd);
-	close(src);
-	free(file);
+	alias_io_cleanup(&io);
 }
 
 /*
@@ -626,21 +613,15 @@ out:
  */
 TEST_F(dmabuf, io_uring_read_fixed_shows_in_the_dmabuf)
 {
-	size_t len = EXPORT_PAGES * PAGE_SZ, off = 0;
-	unsigned char *file = malloc(len);
 	struct io_uring_sqe *sqe;
 	struct iovec iov[NR];
 	struct io_uring ring;
-	int dfd, src, i;
-	char *alias;
+	struct alias_io io;
+	size_t off = 0;
+	int i;
 
-	ASSERT_NE(NULL, file);
-	src = pattern_file(len, 0x77, file);
-	ASSERT_LE(0, src);
-	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
-	ASSERT_LE(0, dfd);
-	alias = mmap(NULL, len, PROT_READ, MAP_SHARED, dfd, 0);
-	ASSERT_NE(MAP_FAILED, alias);
+	alias_io_setup(_metadata, self->fd, self->handle, 0x77, PROT_READ,
+		       &io);
 	ring_init_or_skip(&ring, out);
 	for (i = 0; i < NR; i++) {
 		iov[i].iov_base = u64_ptr(self->r[i].addr);
@@ -650,18 +631,15 @@ TEST_F(dmabuf, io_uring_read_fixed_shows_in_the_dmabuf)
 	for (i = 0; i < NR; off += iov[i].iov_len, i++) {
 		sqe = io_uring_get_sqe(&ring);
 		ASSERT_NE(NULL, sqe);
-		io_uring_prep_read_fixed(sqe, src, iov[i].iov_base,
+		io_uring_prep_read_fixed(sqe, io.src, iov[i].iov_base,
 					 iov[i].iov_len, off, i);
-		ASSERT_EQ((int)iov[i].iov_len, ring_run(&ring));
+		ASSERT_EQ((int)iov[i].iov_len, uring_submit_wait(&ring));
 	}
-	EXPECT_EQ(0, memcmp(alias, file, len));
+	EXPECT_EQ(0, memcmp(io.alias, io.file, io.len));
 	ASSERT_EQ(0, io_uring_unregister_buffers(&ring));
 	io_uring_queue_exit(&ring);
 out:
-	munmap(alias, len);
-	close(dfd);
-	close(src);
-	free(file);
+	alias_io_cleanup(&io);
 }
 
 /*
@@ -671,18 +649,14 @@ out:
  */
 TEST_F(dmabuf, fail_nth_import_sweep)
 {
-	long long segs = stat_get("dmabuf_segments");
-	long long atts = stat_get("dmabuf_attachments");
-	long long exports = stat_get("exports");
+	const struct import_counters c0 = read_import_counters();
 	int vgem, dfd, ret = -1;
 	unsigned long n;
 	__u32 gem = 0;
 
 	if (!have_fault_injection(self->fd))
 		SKIP(return, "no svmbatch fault injection in this build");
-	vgem = open_vgem();
-	if (vgem < 0)
-		SKIP(return, "no vgem device (CONFIG_DRM_VGEM, module vgem)");
+	vgem_open_or_skip(vgem);
 	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, dfd);
 	for (n = 1; n < 64; n++) {
@@ -693,9 +667,9 @@ TEST_F(dmabuf, fail_nth_import_sweep)
 			break;
 		EXPECT_EQ(-ENOMEM, ret)
 			TH_LOG("fail_nth %lu: %s", n, strerror(-ret));
-		EXPECT_EQ(atts, stat_get("dmabuf_attachments"));
-		EXPECT_EQ(segs, stat_get("dmabuf_segments"));
-		EXPECT_EQ(exports + 1, stat_get("exports"));
+		EXPECT_EQ(c0.atts, stat_get("dmabuf_attachments"));
+		EXPECT_EQ(c0.segs, stat_get("dmabuf_segments"));
+		EXPECT_EQ(c0.exports + 1, stat_get("exports"));
 	}
 	ASSERT_EQ(0, ret);
 	TH_LOG("%lu injection points", n - 1);
@@ -703,8 +677,8 @@ TEST_F(dmabuf, fail_nth_import_sweep)
 	ASSERT_EQ(0, gem_close(vgem, gem));
 	close(dfd);
 	close(vgem);
-	EXPECT_EQ(exports, stat_get("exports"));
-	EXPECT_EQ(atts, stat_get("dmabuf_attachments"));
+	EXPECT_EQ(c0.exports, stat_get("exports"));
+	EXPECT_EQ(c0.atts, stat_get("dmabuf_attachments"));
 }
 
 /* Every injection point of EXPORT_DMABUF fails cleanly. */

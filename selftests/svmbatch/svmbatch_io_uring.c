@@ -69,23 +69,6 @@ static unsigned char pattern(size_t off, unsigned int seed)
 	return (unsigned char)((off * 131) ^ (off >> 9) ^ seed);
 }
 
-/* Submit one prepared SQE and wait for its completion result. */
-static int submit_wait(struct io_uring *ring)
-{
-	struct io_uring_cqe *cqe;
-	int ret;
-
-	ret = io_uring_submit(ring);
-	if (ret != 1)
-		return ret < 0 ? ret : -EIO;
-	ret = io_uring_wait_cqe(ring, &cqe);
-	if (ret)
-		return ret;
-	ret = cqe->res;
-	io_uring_cqe_seen(ring, cqe);
-	return ret;
-}
-
 TEST_F_TIMEOUT(uring, read_write_fixed, 120)
 {
 	/* Scattered buffers of different sizes inside one mapping. */
@@ -129,7 +112,7 @@ TEST_F_TIMEOUT(uring, read_write_fixed, 120)
 		ASSERT_NE(NULL, sqe);
 		io_uring_prep_read_fixed(sqe, self->src, iov[b].iov_base,
 					 iov[b].iov_len, off, b);
-		ASSERT_EQ((int)iov[b].iov_len, submit_wait(&self->ring));
+		ASSERT_EQ((int)iov[b].iov_len, uring_submit_wait(&self->ring));
 		ASSERT_EQ(0, memcmp(iov[b].iov_base, file + off,
 				    iov[b].iov_len)) {
 			TH_LOG("buffer %d differs from the file", b);
@@ -145,7 +128,7 @@ TEST_F_TIMEOUT(uring, read_write_fixed, 120)
 		ASSERT_NE(NULL, sqe);
 		io_uring_prep_write_fixed(sqe, self->dst, iov[b].iov_base,
 					  iov[b].iov_len, off, b);
-		ASSERT_EQ((int)iov[b].iov_len, submit_wait(&self->ring));
+		ASSERT_EQ((int)iov[b].iov_len, uring_submit_wait(&self->ring));
 	}
 	ASSERT_EQ((ssize_t)total, pread(self->dst, back, total, 0));
 	for (i = 0; i < total; i++)
@@ -198,7 +181,7 @@ TEST_F_TIMEOUT(uring, register_order_swapped, 120)
 	sqe = io_uring_get_sqe(&self->ring);
 	ASSERT_NE(NULL, sqe);
 	io_uring_prep_read(sqe, self->src, mem, len, 0);
-	ASSERT_EQ((int)len, submit_wait(&self->ring));
+	ASSERT_EQ((int)len, uring_submit_wait(&self->ring));
 	ASSERT_EQ(0, memcmp(mem, file, len));
 	test_cmd_unregister(h);
 	EXPECT_EQ(pin0, vmpin_kb());

@@ -137,6 +137,23 @@ TEST_F(stale, mapping_over_marks_stale)
 	ASSERT_STALE(true);
 }
 
+/*
+ * Fill @r with the stale_ranges() of @buf, and @cmd with a REGISTER of them
+ * that asks for eventfd @efd to be signalled.
+ */
+static void eventfd_register_cmd(struct svmbatch_register *cmd, char *buf,
+				 struct svmbatch_range r[2], int efd)
+{
+	stale_ranges(buf, r);
+	memset(cmd, 0, sizeof(*cmd));
+	cmd->size = sizeof(*cmd);
+	cmd->flags = SVMBATCH_REGISTER_EVENTFD;
+	cmd->ranges = ptr_u64(r);
+	cmd->nr_ranges = 2;
+	cmd->range_size = RANGE_SZ;
+	cmd->eventfd = efd;
+}
+
 /* REGISTER with an eventfd: signalled once, when the first change lands. */
 TEST_F(stale, eventfd_signalled_once)
 {
@@ -147,14 +164,7 @@ TEST_F(stale, eventfd_signalled_once)
 
 	efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	ASSERT_LE(0, efd);
-	stale_ranges(self->buf, r);
-	memset(&cmd, 0, sizeof(cmd));
-	cmd.size = sizeof(cmd);
-	cmd.flags = SVMBATCH_REGISTER_EVENTFD;
-	cmd.ranges = ptr_u64(r);
-	cmd.nr_ranges = 2;
-	cmd.range_size = RANGE_SZ;
-	cmd.eventfd = efd;
+	eventfd_register_cmd(&cmd, self->buf, r, efd);
 	test_cmd_unregister(self->handle);
 	ASSERT_EQ(0, ioctl(self->fd, SVMBATCH_REGISTER, &cmd));
 	self->handle = cmd.handle;
@@ -181,14 +191,7 @@ TEST_F(stale, bad_eventfd_and_flags_leave_nothing)
 	struct svmbatch_register cmd;
 	struct svmbatch_range r[2];
 
-	stale_ranges(self->buf, r);
-	memset(&cmd, 0, sizeof(cmd));
-	cmd.size = sizeof(cmd);
-	cmd.flags = SVMBATCH_REGISTER_EVENTFD;
-	cmd.ranges = ptr_u64(r);
-	cmd.nr_ranges = 2;
-	cmd.range_size = RANGE_SZ;
-	cmd.eventfd = -1;
+	eventfd_register_cmd(&cmd, self->buf, r, -1);
 	test_err_register_cmd(EBADF, SVMBATCH_NO_INDEX, &cmd);
 	cmd.eventfd = self->fd;		/* an fd, but not an eventfd */
 	test_err_register_cmd(EINVAL, SVMBATCH_NO_INDEX, &cmd);

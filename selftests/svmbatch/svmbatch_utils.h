@@ -28,6 +28,7 @@
 #include <sys/mman.h>
 #include <sys/mount.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -661,5 +662,88 @@ static inline long fail_nth_get(void)
 		return -1;
 	return strtol(buf, NULL, 10);
 }
+
+/* ------------------------------------------------------------ fd passing */
+
+/* One byte of data with room for one fd, as send_fd() and recv_fd() use. */
+struct fd_msg {
+	struct msghdr msg;
+	struct iovec iov;
+	char byte;
+	union {
+		char buf[CMSG_SPACE(sizeof(int))];
+		struct cmsghdr align;
+	} control;
+};
+
+static inline struct msghdr *fd_msg_init(struct fd_msg *m)
+{
+	memset(m, 0, sizeof(*m));
+	m->byte = 'x';
+	m->iov.iov_base = &m->byte;
+	m->iov.iov_len = 1;
+	m->msg.msg_iov = &m->iov;
+	m->msg.msg_iovlen = 1;
+	m->msg.msg_control = m->control.buf;
+	m->msg.msg_controllen = sizeof(m->control.buf);
+	return &m->msg;
+}
+
+/* Pass @fd (SCM_RIGHTS) over the unix socket @sock; 0 or -1. */
+static inline int send_fd(int sock, int fd)
+{
+	struct fd_msg m;
+	struct msghdr *msg = fd_msg_init(&m);
+	struct cmsghdr *cmsg = CMSG_FIRSTHDR(msg);
+
+	cmsg->cmsg_level = SOL_SOCKET;
+	cmsg->cmsg_type = SCM_RIGHTS;
+	cmsg->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cmsg), &fd, sizeof(int));
+	return sendmsg(sock, msg, 0) == 1 ? 0 : -1;
+}
+
+/* The fd that send_fd() passed over @sock, close-on-exec; -1 on error. */
+static inline int recv_fd(int sock)
+{
+	struct fd_msg m;
+	struct msghdr *msg = fd_msg_init(&m);
+	struct cmsghdr *cmsg;
+	int fd;
+
+	if (recvmsg(sock, msg, MSG_CMSG_CLOEXEC) != 1)
+		return -1;
+	cmsg = CMSG_FIRSTHDR(msg);
+	if (!cmsg || cmsg->cmsg_level != SOL_SOCKET ||
+	    cmsg->cmsg_type != SCM_RIGHTS ||
+	    cmsg->cmsg_len != CMSG_LEN(sizeof(int)))
+		return -1;
+	memcpy(&fd, CMSG_DATA(cmsg), sizeof(int));
+	return fd;
+}
+
+/* --------------------------------------------------------------- io_uring */
+
+/*
+ * Only for the tests that include <liburing.h> (before this header): the
+ * Makefile links liburing into those and no others.
+ */
+#ifdef LIB_URING_H
+/* Submit the one prepared SQE; its completion result or a negative errno. */
+static inline int uring_submit_wait(struct io_uring *ring)
+{
+	struct io_uring_cqe *cqe;
+	int ret = io_uring_submit(ring);
+
+	if (ret != 1)
+		return ret < 0 ? ret : -EIO;
+	ret = io_uring_wait_cqe(ring, &cqe);
+	if (ret)
+		return ret;
+	ret = cqe->res;
+	io_uring_cqe_seen(ring, cqe);
+	return ret;
+}
+#endif /* LIB_URING_H */
 
 #endif /* __SELFTEST_SVMBATCH_UTILS_H */
