@@ -20,6 +20,10 @@ const char *step_name(Step step) noexcept
 		return "io_uring-register";
 	case Step::Export:
 		return "export";
+	case Step::GpuOpen:
+		return "gpu-open";
+	case Step::GpuMap:
+		return "gpu-map";
 	}
 	return "unknown";
 }
@@ -38,10 +42,10 @@ std::string describe(Step step, const std::string &what, std::size_t index)
 } // namespace
 
 Error::Error(int err, Step step, const std::string &what,
-	     std::size_t buffer_index)
+	     std::size_t buffer_index, long driver_status)
 	: std::system_error(err, std::generic_category(),
 			    describe(step, what, buffer_index)),
-	  step_(step), buffer_index_(buffer_index)
+	  step_(step), buffer_index_(buffer_index), driver_status_(driver_status)
 {
 }
 

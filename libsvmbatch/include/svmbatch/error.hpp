@@ -19,27 +19,33 @@ enum class Step {
 	Query,		///< the kernel QUERY
 	IoUringRegister,	///< registering io_uring fixed buffers
 	Export,		///< EXPORT_DMABUF
+	GpuOpen,	///< a GpuBackend loading its driver and finding its device
+	GpuMap,		///< a GpuBackend mapping the buffers
 };
 
 /// Name of a step, for messages ("register", "io_uring-register", ...).
 SVMBATCH_API const char *step_name(Step step) noexcept;
 
 /// Every failure of the library.  code() is the errno (std::generic_category);
-/// buffer_index() names the caller's buffer to blame, or no_index.
+/// buffer_index() names the caller's buffer to blame, or no_index;
+/// driver_status() is the GPU driver's own code where one failed (a
+/// CUresult, an hsa_status_t), else 0.
 class SVMBATCH_API Error : public std::system_error {
 public:
 	static constexpr std::size_t no_index = static_cast<std::size_t>(-1);
 
 	Error(int err, Step step, const std::string &what,
-	      std::size_t buffer_index = no_index);
+	      std::size_t buffer_index = no_index, long driver_status = 0);
 
 	int err() const noexcept { return code().value(); }
 	Step step() const noexcept { return step_; }
 	std::size_t buffer_index() const noexcept { return buffer_index_; }
+	long driver_status() const noexcept { return driver_status_; }
 
 private:
 	Step step_;
 	std::size_t buffer_index_;
+	long driver_status_;
 };
 
 } // namespace svmbatch

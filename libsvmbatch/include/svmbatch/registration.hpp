@@ -10,6 +10,7 @@
 #include <svmbatch/buffer.hpp>
 #include <svmbatch/dmabuf.hpp>
 #include <svmbatch/fixed_buffers.hpp>
+#include <svmbatch/gpu.hpp>
 
 struct io_uring;
 
@@ -90,6 +91,11 @@ public:
 	/// the pages itself.  Must be destroyed before the ring is exited.
 	FixedBuffers register_fixed(::io_uring &ring,
 				    const FixedOptions &options = {}) const;
+
+	/// Make the buffers GPU-accessible through backend (CudaBackend,
+	/// DrmBackend, ...): backend.map(*this).  The mapping is independent
+	/// of this object's lifetime.
+	GpuMapping map(GpuBackend &backend) const;
 
 	/// Unregister now; further use is an error.  Idempotent.
 	void reset() noexcept;

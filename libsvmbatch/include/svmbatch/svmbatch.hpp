@@ -5,6 +5,8 @@
 #include <svmbatch/buffer.hpp>
 #include <svmbatch/context.hpp>
 #include <svmbatch/dmabuf.hpp>
+#include <svmbatch/drm_backend.hpp>
 #include <svmbatch/error.hpp>
 #include <svmbatch/fixed_buffers.hpp>
+#include <svmbatch/gpu.hpp>
 #include <svmbatch/registration.hpp>

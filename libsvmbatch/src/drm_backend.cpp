@@ -1,0 +1,146 @@
+// SPDX-License-Identifier: MIT
+// DrmBackend: a registration's dma-buf imported into a DRM device (PRIME).
+#include <svmbatch/drm_backend.hpp>
+#include <svmbatch/error.hpp>
+#include <svmbatch/registration.hpp>
+
+#include <fcntl.h>
+#include <xf86drm.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <vector>
+
+#include "unique_fd.hpp"
+
+namespace svmbatch {
+
+namespace detail {
+
+struct DrmNode {
+	UniqueFd fd;
+	std::string path;
+	std::string driver;
+};
+
+} // namespace detail
+
+namespace {
+
+std::shared_ptr<const detail::DrmNode> open_node(const std::string &path)
+{
+	detail::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
+
+	if (!fd.valid())
+		throw Error(errno, Step::GpuOpen, "cannot open " + path);
+	drmVersionPtr version = drmGetVersion(fd.get());
+	if (!version)
+		throw Error(ENODEV, Step::GpuOpen, path + " is not a DRM device");
+	std::string driver(version->name, version->name_len);
+	drmFreeVersion(version);
+	return std::make_shared<const detail::DrmNode>(
+		detail::DrmNode{std::move(fd), path, std::move(driver)});
+}
+
+/// Render nodes first (no DRM master needed), then primary nodes.
+std::vector<std::string> candidate_nodes()
+{
+	std::vector<std::string> render, primary;
+	std::error_code ec;
+
+	for (const auto &entry : std::filesystem::directory_iterator("/dev/dri", ec)) {
+		std::string name = entry.path().filename();
+		if (name.starts_with("renderD"))
+			render.push_back(entry.path());
+		else if (name.starts_with("card"))
+			primary.push_back(entry.path());
+	}
+	std::sort(render.begin(), render.end());
+	std::sort(primary.begin(), primary.end());
+	render.insert(render.end(), primary.begin(), primary.end());
+	return render;
+}
+
+/// Closes the GEM handle of an imported dma-buf; keeps the node open.
+class GemImport final : public GpuMappingOwner {
+public:
+	GemImport(std::shared_ptr<const detail::DrmNode> node, std::uint32_t handle)
+		: node_(std::move(node)), handle_(handle)
+	{
+	}
+	GemImport(const GemImport &) = delete;
+	GemImport &operator=(const GemImport &) = delete;
+	GemImport(GemImport &&) = delete;
+	GemImport &operator=(GemImport &&) = delete;
+	~GemImport() override { drmCloseBufferHandle(node_->fd.get(), handle_); }
+
+private:
+	std::shared_ptr<const detail::DrmNode> node_;
+	std::uint32_t handle_;
+};
+
+} // namespace
+
+DrmBackend::DrmBackend()
+{
+	for (const std::string &path : candidate_nodes()) {
+		try {
+			node_ = open_node(path);
+			return;
+		} catch (const Error &) {
+			continue;	// e.g. EACCES on a primary node: try the next
+		}
+	}
+	throw Error(ENODEV, Step::GpuOpen, "no DRM device under /dev/dri opens");
+}
+
+DrmBackend::DrmBackend(const std::string &node) : node_(open_node(node)) {}
+
+DrmBackend::~DrmBackend() = default;
+
+const std::string &DrmBackend::node() const noexcept
+{
+	return node_->path;
+}
+
+const std::string &DrmBackend::driver() const noexcept
+{
+	return node_->driver;
+}
+
+int DrmBackend::fd() const noexcept
+{
+	return node_->fd.get();
+}
+
+GpuMapping DrmBackend::map(const Registration &registration)
+{
+	auto buffers = registration.buffers();
+	bool writable = std::all_of(buffers.begin(), buffers.end(), [](const Buffer &b) {
+		return b.access == Access::ReadWrite;
+	});
+	DmaBuf dmabuf = registration.export_dmabuf(writable);
+	std::uint32_t handle = 0;
+
+	if (drmPrimeFDToHandle(node_->fd.get(), dmabuf.fd(), &handle)) {
+		int err = errno;
+		std::string what = node_->driver + " (" + node_->path + ") refused the dma-buf";
+
+		// PRIME import maps DMA_BIDIRECTIONAL; a read-only export allows
+		// only DMA_TO_DEVICE, since the device must not write those pages.
+		if (err == EACCES && !writable)
+			what += ": read-only buffers export a dma-buf for DMA_TO_DEVICE only, "
+				"and the importer maps it bidirectionally";
+		throw Error(err, Step::GpuMap, what);
+	}
+	// The GEM object now holds the dma-buf; the fd is closed on return.
+	auto owner = std::make_unique<GemImport>(node_, handle);
+	std::vector<std::uint64_t> offsets(buffers.size());
+	for (std::size_t i = 0; i < buffers.size(); i++)
+		offsets[i] = registration.dmabuf_offset(i);
+	return {name(), GpuAddressKind::ObjectOffset, std::move(offsets),
+		std::move(owner), handle};
+}
+
+} // namespace svmbatch
