@@ -4,6 +4,7 @@
 
 #include <svmbatch/buffer.hpp>
 #include <svmbatch/context.hpp>
+#include <svmbatch/cuda_backend.hpp>
 #include <svmbatch/dmabuf.hpp>
 #include <svmbatch/drm_backend.hpp>
 #include <svmbatch/error.hpp>

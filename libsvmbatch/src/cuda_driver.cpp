@@ -1,0 +1,147 @@
+// SPDX-License-Identifier: MIT
+// Loading libcuda and holding a device's primary context.
+#include "cuda_driver.hpp"
+
+#include <dlfcn.h>
+
+#include <cerrno>
+
+#include <svmbatch/error.hpp>
+
+namespace svmbatch::detail {
+
+namespace {
+
+/// cuda.h maps some names to versioned symbols (cuMemHostRegister is
+/// cuMemHostRegister_v2 since CUDA 6.5): try the versioned one first.
+template <typename Fn>
+void resolve(void *lib, const std::string &library, Fn &fn, const char *name,
+	     const char *versioned = nullptr)
+{
+	void *sym = versioned ? ::dlsym(lib, versioned) : nullptr;
+
+	if (!sym)
+		sym = ::dlsym(lib, name);
+	if (!sym)
+		throw Error(ENODEV, Step::GpuOpen,
+			    library + " has no " + name + ": not a usable CUDA driver");
+	fn = reinterpret_cast<Fn>(sym);
+}
+
+} // namespace
+
+CudaDriver::CudaDriver(std::string lib_name) : library(std::move(lib_name))
+{
+	void *lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+
+	if (!lib) {
+		const char *why = ::dlerror(); // NOLINT(concurrency-mt-unsafe): read at once
+		throw Error(ENODEV, Step::GpuOpen,
+			    "no CUDA driver: " + std::string(why ? why : library));
+	}
+	// RTLD_NODELETE: dlclose only drops our reference, the code stays.
+	std::unique_ptr<void, int (*)(void *)> closer(lib, ::dlclose);
+	resolve(lib, library, init, "cuInit");
+	resolve(lib, library, device_get_count, "cuDeviceGetCount");
+	resolve(lib, library, device_get, "cuDeviceGet");
+	resolve(lib, library, device_get_name, "cuDeviceGetName");
+	resolve(lib, library, device_get_attribute, "cuDeviceGetAttribute");
+	resolve(lib, library, primary_ctx_retain, "cuDevicePrimaryCtxRetain");
+	resolve(lib, library, primary_ctx_release, "cuDevicePrimaryCtxRelease",
+		"cuDevicePrimaryCtxRelease_v2");
+	resolve(lib, library, ctx_push_current, "cuCtxPushCurrent", "cuCtxPushCurrent_v2");
+	resolve(lib, library, ctx_pop_current, "cuCtxPopCurrent", "cuCtxPopCurrent_v2");
+	resolve(lib, library, mem_host_register, "cuMemHostRegister", "cuMemHostRegister_v2");
+	resolve(lib, library, mem_host_unregister, "cuMemHostUnregister");
+	resolve(lib, library, mem_host_get_device_pointer, "cuMemHostGetDevicePointer",
+		"cuMemHostGetDevicePointer_v2");
+	resolve(lib, library, pointer_get_attribute, "cuPointerGetAttribute");
+	resolve(lib, library, get_error_name, "cuGetErrorName");
+}
+
+std::string CudaDriver::error_name(cu::Result r) const
+{
+	const char *name = nullptr;
+
+	if (get_error_name(r, &name) != cu::success || !name)
+		name = "CUDA_ERROR_UNKNOWN";
+	return std::string(name) + " (" + std::to_string(r) + ")";
+}
+
+int cuda_errno(cu::Result r)
+{
+	switch (r) {
+	case cu::success:
+		return 0;
+	case cu::error_invalid_value:
+		return EINVAL;
+	case cu::error_out_of_memory:
+		return ENOMEM;
+	case cu::error_host_memory_already_registered:
+		return EEXIST;
+	case cu::error_host_memory_not_registered:
+		return ENOENT;
+	case cu::error_not_permitted:
+		return EPERM;
+	case cu::error_not_supported:
+		return EOPNOTSUPP;
+	case cu::error_no_device:
+	case cu::error_invalid_device:
+	case cu::error_stub_library:
+	case cu::error_insufficient_driver:
+	case cu::error_not_initialized:
+		return ENODEV;
+	default:
+		return EIO;
+	}
+}
+
+CudaContext::CudaContext(std::shared_ptr<const CudaDriver> driver, int ordinal)
+	: driver_(std::move(driver))
+{
+	const CudaDriver &d = *driver_;
+	cu::Result r = d.init(0);
+	int count = 0;
+
+	if (r == cu::success)
+		r = d.device_get_count(&count);
+	if (r != cu::success)
+		throw Error(cuda_errno(r) == EIO ? ENODEV : cuda_errno(r), Step::GpuOpen,
+			    "cuInit: " + d.error_name(r), Error::no_index, r);
+	if (ordinal < 0 || ordinal >= count)
+		throw Error(ENODEV, Step::GpuOpen,
+			    "no CUDA device " + std::to_string(ordinal) + " (" +
+				    std::to_string(count) + " present)");
+	r = d.device_get(&device_, ordinal);
+	if (r == cu::success)
+		r = d.primary_ctx_retain(&ctx_, device_);
+	if (r != cu::success)
+		throw Error(cuda_errno(r), Step::GpuOpen,
+			    "primary context of device " + std::to_string(ordinal) + ": " +
+				    d.error_name(r),
+			    Error::no_index, r);
+}
+
+CudaContext::~CudaContext()
+{
+	driver_->primary_ctx_release(device_);
+}
+
+CudaCurrent::CudaCurrent(const CudaContext &ctx) : ctx_(ctx)
+{
+	cu::Result r = ctx_.driver().ctx_push_current(ctx_.get());
+
+	if (r != cu::success)
+		throw Error(cuda_errno(r), Step::GpuMap,
+			    "cuCtxPushCurrent: " + ctx_.driver().error_name(r),
+			    Error::no_index, r);
+}
+
+CudaCurrent::~CudaCurrent()
+{
+	cu::Context popped = nullptr;
+
+	ctx_.driver().ctx_pop_current(&popped);
+}
+
+} // namespace svmbatch::detail

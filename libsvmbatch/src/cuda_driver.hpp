@@ -1,0 +1,115 @@
+// SPDX-License-Identifier: MIT
+// The few CUDA driver API entry points CudaBackend uses, loaded with
+// dlopen so that libsvmbatch builds and runs without CUDA.  The types and
+// constants mirror cuda.h; tools/device/cuda_abi_check.cpp static_asserts
+// them against the real header on the GPU machine.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace svmbatch::detail {
+
+namespace cu {
+using Result = int;		// CUresult
+using Device = int;		// CUdevice
+using Context = struct CUctx_st *;
+using DevicePtr = unsigned long long;	// CUdeviceptr (64-bit)
+
+constexpr Result success = 0;
+constexpr Result error_invalid_value = 1;
+constexpr Result error_out_of_memory = 2;
+constexpr Result error_not_initialized = 3;
+constexpr Result error_stub_library = 34;
+constexpr Result error_insufficient_driver = 35;
+constexpr Result error_no_device = 100;
+constexpr Result error_invalid_device = 101;
+constexpr Result error_operating_system = 304;
+constexpr Result error_host_memory_already_registered = 712;
+constexpr Result error_host_memory_not_registered = 713;
+constexpr Result error_not_permitted = 800;
+constexpr Result error_not_supported = 801;
+
+constexpr unsigned host_register_portable = 0x01;
+constexpr unsigned host_register_devicemap = 0x02;
+constexpr unsigned host_register_read_only = 0x08;
+
+constexpr int pointer_attribute_memory_type = 2;
+constexpr int pointer_attribute_is_managed = 8;
+constexpr unsigned memorytype_host = 1;
+constexpr unsigned memorytype_device = 2;
+constexpr unsigned memorytype_array = 3;
+constexpr unsigned memorytype_unified = 4;
+
+constexpr int device_attribute_can_map_host_memory = 19;
+constexpr int device_attribute_unified_addressing = 41;
+constexpr int device_attribute_can_use_host_pointer_for_registered_mem = 91;
+constexpr int device_attribute_read_only_host_register_supported = 113;
+} // namespace cu
+
+/// libcuda, loaded.  Never unloaded (RTLD_NODELETE): the driver keeps
+/// process-wide state that outlives any object of ours.
+struct CudaDriver {
+	explicit CudaDriver(std::string library);
+
+	std::string library;
+	cu::Result (*init)(unsigned flags) = nullptr;
+	cu::Result (*device_get_count)(int *count) = nullptr;
+	cu::Result (*device_get)(cu::Device *dev, int ordinal) = nullptr;
+	cu::Result (*device_get_name)(char *name, int len, cu::Device dev) = nullptr;
+	cu::Result (*device_get_attribute)(int *value, int attribute, cu::Device dev) = nullptr;
+	cu::Result (*primary_ctx_retain)(cu::Context *ctx, cu::Device dev) = nullptr;
+	cu::Result (*primary_ctx_release)(cu::Device dev) = nullptr;
+	cu::Result (*ctx_push_current)(cu::Context ctx) = nullptr;
+	cu::Result (*ctx_pop_current)(cu::Context *ctx) = nullptr;
+	cu::Result (*mem_host_register)(void *p, std::size_t bytes, unsigned flags) = nullptr;
+	cu::Result (*mem_host_unregister)(void *p) = nullptr;
+	cu::Result (*mem_host_get_device_pointer)(cu::DevicePtr *dptr, void *p,
+						  unsigned flags) = nullptr;
+	cu::Result (*pointer_get_attribute)(void *data, int attribute,
+					    cu::DevicePtr ptr) = nullptr;
+	cu::Result (*get_error_name)(cu::Result error, const char **str) = nullptr;
+
+	/// "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED (712)".
+	std::string error_name(cu::Result r) const;
+};
+
+/// The errno that best says what a CUresult means (EIO when nothing does).
+int cuda_errno(cu::Result r);
+
+/// A device's primary context, retained for as long as this lives.
+class CudaContext {
+public:
+	CudaContext(std::shared_ptr<const CudaDriver> driver, int ordinal);
+	CudaContext(const CudaContext &) = delete;
+	CudaContext &operator=(const CudaContext &) = delete;
+	CudaContext(CudaContext &&) = delete;
+	CudaContext &operator=(CudaContext &&) = delete;
+	~CudaContext();
+
+	const CudaDriver &driver() const { return *driver_; }
+	cu::Device device() const { return device_; }
+	cu::Context get() const { return ctx_; }
+
+private:
+	std::shared_ptr<const CudaDriver> driver_;
+	cu::Device device_ = 0;
+	cu::Context ctx_ = nullptr;
+};
+
+/// Makes a context current on this thread for a scope, then restores.
+class CudaCurrent {
+public:
+	explicit CudaCurrent(const CudaContext &ctx);
+	CudaCurrent(const CudaCurrent &) = delete;
+	CudaCurrent &operator=(const CudaCurrent &) = delete;
+	CudaCurrent(CudaCurrent &&) = delete;
+	CudaCurrent &operator=(CudaCurrent &&) = delete;
+	~CudaCurrent();
+
+private:
+	const CudaContext &ctx_;
+};
+
+} // namespace svmbatch::detail

@@ -1,0 +1,256 @@
+// SPDX-License-Identifier: MIT
+/* The fake CUDA driver: see fake_cuda.h. Not thread-safe; tests are serial. */
+#include "fake_cuda.h"
+
+#include <stdint.h>
+#include <string.h>
+
+#define EXPORT __attribute__((visibility("default")))
+
+enum { CU_OK = 0, CU_INVALID_VALUE = 1, CU_NOT_INITIALIZED = 3, CU_NO_DEVICE = 100,
+       CU_INVALID_DEVICE = 101, CU_INVALID_CONTEXT = 201,
+       CU_ALREADY_REGISTERED = 712, CU_NOT_REGISTERED = 713 };
+enum { MEM_HOST = 1, MEM_UNIFIED = 4 };
+enum { KIND_REGISTERED, KIND_HOST_ALLOC, KIND_MANAGED };
+enum { MAX_BLOCKS = 65536 };
+
+struct block {
+	uintptr_t start, end;
+	int kind;
+};
+
+static struct block blocks[MAX_BLOCKS];
+static int nr_blocks;
+static int nr_devices = 1;
+static int initialized;
+static int ctx_depth;
+static int retained;
+static int no_ctx_calls;
+static int fail_after = -1;
+static int fail_result;
+static unsigned last_flags;
+static char the_context;
+
+EXPORT void fake_cuda_reset(int devices)
+{
+	nr_blocks = 0;
+	nr_devices = devices;
+	initialized = 0;
+	ctx_depth = 0;
+	retained = 0;
+	no_ctx_calls = 0;
+	fail_after = -1;
+	last_flags = 0;
+}
+
+EXPORT void fake_cuda_fail_register_after(int ok_calls, int result)
+{
+	fail_after = ok_calls;
+	fail_result = result;
+}
+
+static void add_block(void *p, size_t len, int kind)
+{
+	if (nr_blocks < MAX_BLOCKS)
+		blocks[nr_blocks++] = (struct block){ (uintptr_t)p, (uintptr_t)p + len, kind };
+}
+
+EXPORT void fake_cuda_add_host_alloc(void *p, size_t len) { add_block(p, len, KIND_HOST_ALLOC); }
+EXPORT void fake_cuda_add_managed(void *p, size_t len) { add_block(p, len, KIND_MANAGED); }
+
+EXPORT int fake_cuda_registered(void)
+{
+	int n = 0;
+
+	for (int i = 0; i < nr_blocks; i++)
+		n += blocks[i].kind == KIND_REGISTERED;
+	return n;
+}
+
+EXPORT unsigned fake_cuda_last_register_flags(void) { return last_flags; }
+EXPORT int fake_cuda_context_depth(void) { return ctx_depth; }
+EXPORT int fake_cuda_primary_retained(void) { return retained; }
+EXPORT int fake_cuda_calls_without_context(void) { return no_ctx_calls; }
+
+static struct block *find(uintptr_t a)
+{
+	for (int i = 0; i < nr_blocks; i++)
+		if (a >= blocks[i].start && a < blocks[i].end)
+			return &blocks[i];
+	return NULL;
+}
+
+static int need_context(void)
+{
+	if (!initialized)
+		return CU_NOT_INITIALIZED;
+	if (ctx_depth == 0) {
+		no_ctx_calls++;
+		return CU_INVALID_CONTEXT;
+	}
+	return CU_OK;
+}
+
+EXPORT int cuInit(unsigned flags)
+{
+	if (flags)
+		return CU_INVALID_VALUE;
+	if (nr_devices == 0)
+		return CU_NO_DEVICE;
+	initialized = 1;
+	return CU_OK;
+}
+
+EXPORT int cuDeviceGetCount(int *count)
+{
+	if (!initialized)
+		return CU_NOT_INITIALIZED;
+	*count = nr_devices;
+	return CU_OK;
+}
+
+EXPORT int cuDeviceGet(int *dev, int ordinal)
+{
+	if (!initialized)
+		return CU_NOT_INITIALIZED;
+	if (ordinal < 0 || ordinal >= nr_devices)
+		return CU_INVALID_DEVICE;
+	*dev = ordinal;
+	return CU_OK;
+}
+
+EXPORT int cuDeviceGetName(char *name, int len, int dev)
+{
+	(void)dev;
+	strncpy(name, "svmbatch fake CUDA device", (size_t)len);
+	return CU_OK;
+}
+
+EXPORT int cuDeviceGetAttribute(int *value, int attribute, int dev)
+{
+	(void)dev;
+	/* CAN_MAP_HOST_MEMORY, UNIFIED_ADDRESSING, READ_ONLY_HOST_REGISTER_SUPPORTED */
+	*value = attribute == 19 || attribute == 41 || attribute == 113;
+	return CU_OK;
+}
+
+EXPORT int cuDevicePrimaryCtxRetain(void **ctx, int dev)
+{
+	if (!initialized)
+		return CU_NOT_INITIALIZED;
+	(void)dev;
+	retained++;
+	*ctx = &the_context;
+	return CU_OK;
+}
+
+EXPORT int cuDevicePrimaryCtxRelease_v2(int dev)
+{
+	(void)dev;
+	retained--;
+	return CU_OK;
+}
+
+EXPORT int cuCtxPushCurrent_v2(void *ctx)
+{
+	if (ctx != &the_context)
+		return CU_INVALID_CONTEXT;
+	ctx_depth++;
+	return CU_OK;
+}
+
+EXPORT int cuCtxPopCurrent_v2(void **ctx)
+{
+	if (ctx_depth == 0)
+		return CU_INVALID_CONTEXT;
+	ctx_depth--;
+	if (ctx)
+		*ctx = &the_context;
+	return CU_OK;
+}
+
+EXPORT int cuMemHostRegister_v2(void *p, size_t len, unsigned flags)
+{
+	int ret = need_context();
+	uintptr_t a = (uintptr_t)p;
+
+	if (ret)
+		return ret;
+	if (!p || !len)
+		return CU_INVALID_VALUE;
+	for (int i = 0; i < nr_blocks; i++)
+		if (a < blocks[i].end && a + len > blocks[i].start)
+			return CU_ALREADY_REGISTERED;
+	if (fail_after == 0) {
+		fail_after = -1;
+		return fail_result;
+	}
+	if (fail_after > 0)
+		fail_after--;
+	add_block(p, len, KIND_REGISTERED);
+	last_flags = flags;
+	return CU_OK;
+}
+
+EXPORT int cuMemHostUnregister(void *p)
+{
+	int ret = need_context();
+
+	if (ret)
+		return ret;
+	for (int i = 0; i < nr_blocks; i++) {
+		if (blocks[i].kind == KIND_REGISTERED && blocks[i].start == (uintptr_t)p) {
+			blocks[i] = blocks[--nr_blocks];
+			return CU_OK;
+		}
+	}
+	return CU_NOT_REGISTERED;
+}
+
+/* Unified addressing: a host block's device pointer is its host pointer. */
+EXPORT int cuMemHostGetDevicePointer_v2(unsigned long long *dptr, void *p, unsigned flags)
+{
+	int ret = need_context();
+	struct block *b = find((uintptr_t)p);
+
+	if (ret)
+		return ret;
+	if (flags || !b || b->kind == KIND_MANAGED)
+		return CU_INVALID_VALUE;
+	*dptr = (uintptr_t)p;
+	return CU_OK;
+}
+
+EXPORT int cuPointerGetAttribute(void *data, int attribute, unsigned long long ptr)
+{
+	int ret = need_context();
+	struct block *b = find((uintptr_t)ptr);
+
+	if (ret)
+		return ret;
+	if (!b)
+		return CU_INVALID_VALUE;
+	switch (attribute) {
+	case 2:		/* MEMORY_TYPE */
+		*(unsigned *)data = b->kind == KIND_MANAGED ? MEM_UNIFIED : MEM_HOST;
+		return CU_OK;
+	case 8:		/* IS_MANAGED */
+		*(int *)data = b->kind == KIND_MANAGED;
+		return CU_OK;
+	default:
+		return CU_INVALID_VALUE;
+	}
+}
+
+EXPORT int cuGetErrorName(int error, const char **str)
+{
+	switch (error) {
+	case CU_OK: *str = "CUDA_SUCCESS"; return CU_OK;
+	case CU_INVALID_VALUE: *str = "CUDA_ERROR_INVALID_VALUE"; return CU_OK;
+	case 2: *str = "CUDA_ERROR_OUT_OF_MEMORY"; return CU_OK;
+	case CU_NO_DEVICE: *str = "CUDA_ERROR_NO_DEVICE"; return CU_OK;
+	case CU_ALREADY_REGISTERED: *str = "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"; return CU_OK;
+	case CU_NOT_REGISTERED: *str = "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"; return CU_OK;
+	default: *str = NULL; return CU_INVALID_VALUE;
+	}
+}

@@ -1,0 +1,41 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * A FAKE CUDA driver for the host tests: no GPU exists there, so
+ * CudaBackend's loader, classification and rollback are tested against
+ * this stand-in, which keeps the driver's bookkeeping rules (overlapping
+ * registrations fail with 712, unregistering needs the exact start, calls
+ * need a current context).  The real driver is tested on the H100
+ * (tools/device/).  Control functions below are the fake's own.
+ */
+#ifndef SVMBATCH_FAKE_CUDA_H
+#define SVMBATCH_FAKE_CUDA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Forget everything; n devices (cuInit fails with 100 when n == 0). */
+void fake_cuda_reset(int devices);
+/* cuMemHostRegister fails with `result` after `ok_calls` more successes. */
+void fake_cuda_fail_register_after(int ok_calls, int result);
+/* Host memory CUDA allocated itself (as cuMemHostAlloc would). */
+void fake_cuda_add_host_alloc(void *p, size_t len);
+/* Managed memory (as cuMemAllocManaged would). */
+void fake_cuda_add_managed(void *p, size_t len);
+/* Blocks currently registered with cuMemHostRegister. */
+int fake_cuda_registered(void);
+/* Flags of the last successful cuMemHostRegister. */
+unsigned fake_cuda_last_register_flags(void);
+/* Current-context stack depth of the calling thread; retained primary contexts. */
+int fake_cuda_context_depth(void);
+int fake_cuda_primary_retained(void);
+/* Calls made without a current context (the real driver fails them). */
+int fake_cuda_calls_without_context(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
