@@ -10,4 +10,5 @@
 #include <svmbatch/error.hpp>
 #include <svmbatch/fixed_buffers.hpp>
 #include <svmbatch/gpu.hpp>
+#include <svmbatch/reader.hpp>
 #include <svmbatch/registration.hpp>
