@@ -1,0 +1,278 @@
+// SPDX-License-Identifier: MIT
+// The CUDA benchmark (issue 6), run on the GPU machine by tools/device/run.sh.
+// Prints JSON on stdout.
+//  (a) mapping N buffers of S bytes for the GPU: the library (one
+//      register_buffers, one CudaBackend::map = one cuMemHostRegister per
+//      merged range) vs a bare cudaHostRegister + cudaHostGetDevicePointer
+//      per buffer; buffers scattered (a guard page between them) or
+//      touching (carved back to back from one allocation).
+//  (b) file -> READ_FIXED -> GPU: Reader reads a file into 2000 registered
+//      1 MiB buffers while cudaMemcpyAsync moves finished batches to device
+//      memory, against the page-cache read alone and the pinned H2D copy
+//      alone, in the same run.
+#include <cuda_runtime.h>
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <svmbatch/svmbatch.hpp>
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+
+double us_of(const std::function<void()> &fn)
+{
+	auto t0 = Clock::now();
+	fn();
+	return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
+}
+
+double median(std::vector<double> v)
+{
+	std::sort(v.begin(), v.end());
+	return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+void check(cudaError_t e, const char *what)
+{
+	if (e != cudaSuccess)
+		throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e));
+}
+
+/// Anonymous memory, populated, unmapped on destruction.
+struct Region {
+	char *p = nullptr;
+	std::size_t len = 0;
+	explicit Region(std::size_t bytes) : len(bytes)
+	{
+		void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (m == MAP_FAILED)
+			throw std::system_error(errno, std::generic_category(), "mmap");
+		p = static_cast<char *>(m);
+	}
+	~Region() { ::munmap(p, len); }
+	Region(const Region &) = delete;
+	Region &operator=(const Region &) = delete;
+};
+
+std::string mapping_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, std::size_t n,
+			 std::size_t size, bool touching)
+{
+	std::size_t stride = touching ? size : size + page;	// a guard page between
+	Region region(n * stride);
+	std::vector<svmbatch::Buffer> bufs;
+	for (std::size_t i = 0; i < n; i++)
+		bufs.push_back({region.p + i * stride, size});
+	::mprotect(region.p, region.len, PROT_READ | PROT_WRITE);
+	if (!touching)	/* guard pages: no VMA merging, no touching ranges */
+		for (std::size_t i = 0; i < n; i++)
+			::mprotect(region.p + i * stride + size, page, PROT_NONE);
+
+	const int reps = n * size >= (std::size_t{1} << 30) ? 3 : 7;
+	std::vector<double> reg_us, map_us, unmap_us, loop_us, loop_unreg_us;
+	std::size_t ranges = 0;
+	for (int r = 0; r < reps; r++) {
+		std::optional<svmbatch::Registration> reg;
+		svmbatch::GpuMapping m;
+		reg_us.push_back(us_of([&] { reg.emplace(ctx.register_buffers(bufs)); }));
+		map_us.push_back(us_of([&] { m = reg->map(cuda); }));
+		unmap_us.push_back(us_of([&] { m.reset(); }));
+		ranges = reg->ranges().size();
+
+		std::vector<void *> dptr(n);
+		loop_us.push_back(us_of([&] {
+			for (std::size_t i = 0; i < n; i++) {
+				check(cudaHostRegister(bufs[i].ptr, size,
+						       cudaHostRegisterMapped | cudaHostRegisterPortable),
+				      "cudaHostRegister");
+				check(cudaHostGetDevicePointer(&dptr[i], bufs[i].ptr, 0),
+				      "cudaHostGetDevicePointer");
+			}
+		}));
+		loop_unreg_us.push_back(us_of([&] {
+			for (std::size_t i = 0; i < n; i++)
+				check(cudaHostUnregister(bufs[i].ptr), "cudaHostUnregister");
+		}));
+	}
+	double lib = median(reg_us) + median(map_us), loop = median(loop_us);
+	char out[1024];
+	std::snprintf(out, sizeof(out),
+		      "{\"n\": %zu, \"size\": %zu, \"layout\": \"%s\", \"reps\": %d, \"ranges\": %zu, "
+		      "\"lib_register_us\": %.1f, \"lib_map_us\": %.1f, \"lib_unmap_us\": %.1f, "
+		      "\"loop_register_us\": %.1f, \"loop_unregister_us\": %.1f, "
+		      "\"lib_us_per_buffer\": %.3f, \"loop_us_per_buffer\": %.3f, "
+		      "\"speedup_loop_over_lib\": %.2f, \"speedup_loop_over_lib_map_only\": %.2f}",
+		      n, size, touching ? "touching" : "scattered", reps, ranges, median(reg_us),
+		      median(map_us), median(unmap_us), loop, median(loop_unreg_us),
+		      lib / static_cast<double>(n), loop / static_cast<double>(n), loop / lib,
+		      loop / median(map_us));
+	std::fprintf(stderr, "%s\n", out);
+	return out;
+}
+
+std::string pipeline_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
+			  const std::string &dir)
+{
+	const std::size_t nbuf = 2000, size = 1 << 20, batch = 250;
+	const std::size_t total = nbuf * size;
+	std::vector<std::unique_ptr<char, void (*)(void *)>> mem;
+	std::vector<svmbatch::Buffer> bufs;
+	for (std::size_t i = 0; i < nbuf; i++) {
+		void *p = nullptr;
+		if (::posix_memalign(&p, page, size))
+			throw std::bad_alloc();
+		std::memset(p, 0, size);
+		mem.emplace_back(static_cast<char *>(p), std::free);
+		bufs.push_back({p, size});
+	}
+	std::string path = dir + "/svmbatch-cuda-bench-XXXXXX";
+	int fd = ::mkstemp(path.data());
+	if (fd < 0)
+		throw std::system_error(errno, std::generic_category(), path);
+	::unlink(path.c_str());
+	std::vector<char> chunk(8 << 20, 'x');
+	for (std::size_t off = 0; off < total; off += chunk.size())
+		if (::pwrite(fd, chunk.data(), chunk.size(), static_cast<off_t>(off)) < 0)
+			throw std::system_error(errno, std::generic_category(), "pwrite");
+
+	svmbatch::Registration reg = ctx.register_buffers(bufs);
+	io_uring ring{};
+	if (int ret = io_uring_queue_init(64, &ring, 0); ret < 0)
+		throw std::system_error(-ret, std::generic_category(), "io_uring_queue_init");
+	std::unique_ptr<io_uring, void (*)(io_uring *)> ring_owner(&ring, io_uring_queue_exit);
+	svmbatch::FixedBuffers fixed = reg.register_fixed(ring);
+	svmbatch::GpuMapping gpu = reg.map(cuda);
+	svmbatch::Reader reader(ring, fixed, {32, 1 << 20, 512});
+	char *dev = nullptr;
+	check(cudaMalloc(&dev, total), "cudaMalloc");
+	std::unique_ptr<char, cudaError_t (*)(void *)> dev_owner(dev, cudaFree);
+	cudaStream_t stream;
+	check(cudaStreamCreate(&stream), "cudaStreamCreate");
+	std::vector<cudaEvent_t> done(nbuf / batch);
+	for (auto &e : done)
+		check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+
+	std::vector<svmbatch::ReadRequest> rq;
+	for (std::size_t i = 0; i < nbuf; i++)
+		rq.push_back({fd, i * size, size, i, 0});
+	auto read_batch = [&](std::size_t b) {
+		std::span<const svmbatch::ReadRequest> part(rq.data() + b * batch, batch);
+		for (const auto &r : reader.read(part))
+			if (r.err)
+				throw std::system_error(r.err, std::generic_category(), "read");
+	};
+	auto copy_batch = [&](std::size_t b) {
+		for (std::size_t i = b * batch; i < (b + 1) * batch; i++)
+			check(cudaMemcpyAsync(dev + i * size,
+					      gpu.device_pointer<char>(i), size,
+					      cudaMemcpyDefault, stream),
+			      "cudaMemcpyAsync");
+		check(cudaEventRecord(done[b], stream), "cudaEventRecord");
+	};
+
+	const int passes = 7;
+	std::vector<double> read_us, h2d_us, pipe_us;
+	read_batch(0);	/* warm: page cache, TLBs, the CUDA paths */
+	copy_batch(0);
+	check(cudaStreamSynchronize(stream), "sync");
+	for (int p = 0; p < passes; p++) {
+		read_us.push_back(us_of([&] {
+			for (std::size_t b = 0; b < done.size(); b++)
+				read_batch(b);
+		}));
+		h2d_us.push_back(us_of([&] {
+			for (std::size_t b = 0; b < done.size(); b++)
+				copy_batch(b);
+			check(cudaStreamSynchronize(stream), "sync");
+		}));
+		pipe_us.push_back(us_of([&] {
+			for (std::size_t b = 0; b < done.size(); b++) {
+				check(cudaEventSynchronize(done[b]), "event");	/* batch b free */
+				read_batch(b);
+				copy_batch(b);	/* runs while the next batch is read */
+			}
+			check(cudaStreamSynchronize(stream), "sync");
+		}));
+	}
+	for (auto &e : done)
+		cudaEventDestroy(e);
+	cudaStreamDestroy(stream);
+	::close(fd);
+
+	auto gbps = [&](double us) { return static_cast<double>(total) / us / 1e3; };
+	double read_bw = gbps(median(read_us)), h2d_bw = gbps(median(h2d_us)),
+	       pipe_bw = gbps(median(pipe_us));
+	char out[768];
+	std::snprintf(out, sizeof(out),
+		      "{\"buffers\": %zu, \"buffer_bytes\": %zu, \"batch\": %zu, \"passes\": %d, "
+		      "\"file_dir\": \"%s\", \"page_cache_read_GBps\": %.2f, \"h2d_GBps\": %.2f, "
+		      "\"pipeline_GBps\": %.2f, \"pipeline_over_min\": %.3f}",
+		      nbuf, size, batch, passes, dir.c_str(), read_bw, h2d_bw, pipe_bw,
+		      pipe_bw / std::min(read_bw, h2d_bw));
+	std::fprintf(stderr, "%s\n", out);
+	return out;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	std::string dir = argc > 1 ? argv[1] : "/tmp";
+	try {
+		check(cudaSetDevice(0), "cudaSetDevice");
+		check(cudaFree(nullptr), "context");
+		svmbatch::Context ctx;
+		svmbatch::CudaBackend cuda;
+		int driver = 0, runtime = 0;
+		cudaDriverGetVersion(&driver);
+		cudaRuntimeGetVersion(&runtime);
+		struct utsname u {};
+		::uname(&u);
+
+		std::string mapping;
+		for (std::size_t n : {100, 2000, 16384}) {
+			for (std::size_t size : {4096, 65536, 1 << 20}) {
+				for (bool touching : {false, true}) {
+					if (n * size > (std::size_t{4} << 30)) {
+						std::fprintf(stderr, "skip %zu x %zu: over 4 GiB\n", n, size);
+						continue;
+					}
+					mapping += (mapping.empty() ? "\n    " : ",\n    ") +
+						   mapping_case(ctx, cuda, n, size, touching);
+				}
+			}
+		}
+		std::string pipe = pipeline_case(ctx, cuda, dir);
+		std::printf("{\n  \"device\": \"%s\", \"cuda_driver\": %d, \"cuda_runtime\": %d, "
+			    "\"kernel\": \"%s\", \"mode\": \"%s\",\n"
+			    "  \"skipped\": \"N x S over 4 GiB (16384 x 1 MiB): pinning 16 GiB twice "
+			    "per repetition costs device time and says nothing new\",\n"
+			    "  \"mapping\": [%s\n  ],\n  \"pipeline\": %s\n}\n",
+			    cuda.device_name().c_str(), driver, runtime, u.release,
+			    svmbatch::mode_name(ctx.mode()), mapping.c_str(), pipe.c_str());
+		return 0;
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "cuda_bench: %s\n", e.what());
+		return 1;
+	}
+}

@@ -1,0 +1,246 @@
+// SPDX-License-Identifier: MIT
+// CudaBackend against the real CUDA driver, on a GPU machine (run.sh).
+// The module cannot load there, so registrations are userspace mode: the
+// CUDA side (cuMemHostRegister, device pointers, rollback, classification)
+// is what these tests prove.
+#include <gtest/gtest.h>
+
+#include <cuda_runtime.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include <svmbatch/svmbatch.hpp>
+
+#include "gpu_checksum.hpp"
+
+namespace svmbatch {
+namespace {
+
+const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+
+template <typename Fn> Error expect_error(Fn fn)
+{
+	try {
+		fn();
+	} catch (const Error &e) {
+		return e;
+	}
+	ADD_FAILURE() << "no svmbatch::Error thrown";
+	return Error(0, Step::Open, "none");
+}
+
+/* What the CUDA runtime says a host address is. */
+cudaMemoryType cuda_type(const void *p)
+{
+	cudaPointerAttributes a{};
+
+	if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+		(void)cudaGetLastError();
+		return cudaMemoryTypeUnregistered;
+	}
+	return a.type;
+}
+
+struct Pages {
+	char *p = nullptr;
+	std::size_t len;
+	explicit Pages(std::size_t n, int prot = PROT_READ | PROT_WRITE) : len(n * page)
+	{
+		void *m = ::mmap(nullptr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		p = m == MAP_FAILED ? nullptr : static_cast<char *>(m);
+	}
+	~Pages()
+	{
+		if (p)
+			::munmap(p, len);
+	}
+	Pages(const Pages &) = delete;
+	Pages &operator=(const Pages &) = delete;
+};
+
+class CudaDevice : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		int n = 0;
+		if (cudaGetDeviceCount(&n) != cudaSuccess || n == 0)
+			GTEST_SKIP() << "no CUDA device on this machine";
+		ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+		cuda_.emplace();
+		ctx_.emplace();
+	}
+	void TearDown() override
+	{
+		EXPECT_EQ(cudaGetLastError(), cudaSuccess) << "CUDA error state left set";
+	}
+	std::optional<CudaBackend> cuda_;
+	std::optional<Context> ctx_;
+};
+
+TEST_F(CudaDevice, OpensTheDriverAndReportsTheDevice)
+{
+	std::printf("# device %s, unified addressing %d, read-only register %d, mode %s\n",
+		    cuda_->device_name().c_str(), cuda_->unified_addressing(),
+		    cuda_->read_only_register_supported(), mode_name(ctx_->mode()));
+	EXPECT_FALSE(cuda_->device_name().empty());
+	EXPECT_TRUE(cuda_->unified_addressing());
+}
+
+TEST_F(CudaDevice, TwoThousandScatteredBuffersChecksumOnTheGpuAndBack)
+{
+	std::mt19937_64 rng(7);
+	std::vector<std::unique_ptr<std::uint8_t[]>> mem;
+	std::vector<Buffer> bufs;
+	std::vector<std::size_t> lens;
+	for (int i = 0; i < 2000; i++) {
+		std::size_t len = 4096 + rng() % (60 << 10);
+		mem.emplace_back(new std::uint8_t[len]);
+		for (std::size_t b = 0; b < len; b++)
+			mem.back()[b] = static_cast<std::uint8_t>(rng());
+		bufs.push_back({mem.back().get(), len});
+		lens.push_back(len);
+	}
+	Registration r = ctx_->register_buffers(bufs);
+	GpuMapping m = r.map(*cuda_);
+	ASSERT_EQ(m.size(), bufs.size());
+	std::vector<std::uint64_t> dptrs(m.addresses().begin(), m.addresses().end());
+	for (std::size_t i = 0; i < bufs.size(); i++)
+		ASSERT_EQ(dptrs[i], reinterpret_cast<std::uintptr_t>(bufs[i].ptr))
+			<< "UVA: the device pointer is the host pointer";
+
+	std::vector<std::uint64_t> gpu = device::gpu_checksums(dptrs, lens);
+	for (std::size_t i = 0; i < bufs.size(); i++)
+		ASSERT_EQ(gpu[i], device::cpu_checksum(bufs[i].ptr, lens[i])) << "buffer " << i;
+
+	mem[17][100] ^= 0xff;	/* the CPU writes, the GPU sees it */
+	EXPECT_EQ(device::gpu_checksums({dptrs[17]}, {lens[17]})[0],
+		  device::cpu_checksum(bufs[17].ptr, lens[17]));
+	device::gpu_write_byte(dptrs, 5, 0xA5);	/* the GPU writes, the CPU sees it */
+	for (std::size_t i = 0; i < bufs.size(); i++)
+		ASSERT_EQ(mem[i][5], 0xA5) << "buffer " << i;
+	m.reset();
+	EXPECT_EQ(cuda_type(bufs[0].ptr), cudaMemoryTypeUnregistered);
+}
+
+TEST_F(CudaDevice, RangeKFailingUnregistersRangesBeforeItAndLeavesCudaClean)
+{
+	Pages mem(5 * 18);
+	std::vector<Buffer> bufs;
+	for (std::size_t i = 0; i < 5; i++)	/* 16-page buffers, gaps between */
+		bufs.push_back({mem.p + 18 * i * page, 16 * page});
+	std::memset(mem.p, 1, mem.len);
+	Registration r = ctx_->register_buffers(bufs);
+	ASSERT_EQ(r.ranges().size(), 5u);
+	/* Someone registered one page in the middle of range 3. */
+	char *blocker = mem.p + 18 * 3 * page + 8 * page;
+	ASSERT_EQ(cudaHostRegister(blocker, page, cudaHostRegisterDefault), cudaSuccess);
+
+	Error e = expect_error([&] { (void)r.map(*cuda_); });
+	EXPECT_EQ(e.err(), EEXIST) << e.what();
+	EXPECT_EQ(e.driver_status(), 712) << "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED";
+	EXPECT_EQ(e.buffer_index(), 3u);
+	std::printf("# %s\n", e.what());
+	for (std::size_t i = 0; i < 3; i++)
+		EXPECT_EQ(cuda_type(bufs[i].ptr), cudaMemoryTypeUnregistered)
+			<< "range " << i << " still registered after the failure";
+	EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+	EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+
+	ASSERT_EQ(cudaHostUnregister(blocker), cudaSuccess);
+	GpuMapping m = r.map(*cuda_);	/* now it works */
+	EXPECT_EQ(cuda_type(bufs[4].ptr), cudaMemoryTypeHost);
+}
+
+TEST_F(CudaDevice, CudaHostAllocManagedAndDeviceMemoryAreClassified)
+{
+	void *host = nullptr, *managed = nullptr, *dev = nullptr;
+	ASSERT_EQ(cudaHostAlloc(&host, 1 << 20, cudaHostAllocMapped | cudaHostAllocPortable),
+		  cudaSuccess);
+	ASSERT_EQ(cudaMallocManaged(&managed, 1 << 20), cudaSuccess);
+	ASSERT_EQ(cudaMalloc(&dev, 1 << 20), cudaSuccess);
+	std::memset(host, 3, 1 << 20);
+	std::memset(managed, 4, 1 << 20);
+	std::vector<std::uint8_t> plain(100000, 5);
+
+	EXPECT_EQ(cuda_->classify(host), CudaMemory::Host);
+	EXPECT_EQ(cuda_->classify(managed), CudaMemory::Managed);
+	EXPECT_EQ(cuda_->classify(dev), CudaMemory::Device);
+	EXPECT_EQ(cuda_->classify(plain.data()), CudaMemory::Unknown);
+	{
+		Buffer bufs[] = {{static_cast<char *>(host) + 10, 5000},
+				 {managed, 1 << 20},
+				 {plain.data(), plain.size()}};
+		Registration r = ctx_->register_buffers(bufs);
+		GpuMapping m = r.map(*cuda_);
+		void *host_dptr = nullptr;
+		ASSERT_EQ(cudaHostGetDevicePointer(&host_dptr, host, 0), cudaSuccess);
+		EXPECT_EQ(m.address(0), reinterpret_cast<std::uintptr_t>(host_dptr) + 10);
+		EXPECT_EQ(m.device_pointer<void>(1), managed);
+		std::vector<std::uint64_t> d(m.addresses().begin(), m.addresses().end());
+		std::vector<std::size_t> lens{5000, 1 << 20, plain.size()};
+		std::vector<std::uint64_t> sums = device::gpu_checksums(d, lens);
+		for (std::size_t i = 0; i < 3; i++)
+			EXPECT_EQ(sums[i], device::cpu_checksum(bufs[i].ptr, lens[i])) << i;
+	}
+	EXPECT_EQ(cuda_type(host), cudaMemoryTypeHost) << "cudaHostAlloc memory is not ours";
+	/* Device memory is no host memory: refused before CUDA is asked. */
+	Buffer devbuf[] = {{dev, 4096}};
+	Error e = expect_error([&] { (void)ctx_->register_buffers(devbuf); });
+	EXPECT_EQ(e.err(), EFAULT);
+	cudaFreeHost(host);
+	cudaFree(managed);
+	cudaFree(dev);
+}
+
+TEST_F(CudaDevice, ARangeHalfRegisteredByCudaIsRefusedWhole)
+{
+	Pages mem(8);
+	ASSERT_EQ(cudaHostRegister(mem.p, 4 * page, cudaHostRegisterDefault), cudaSuccess);
+	Buffer bufs[] = {{mem.p, 4 * page}, {mem.p + 4 * page, 4 * page}};
+	Registration r = ctx_->register_buffers(bufs);
+
+	Error e = expect_error([&] { (void)r.map(*cuda_); });
+	EXPECT_EQ(e.err(), EEXIST);
+	EXPECT_EQ(e.buffer_index(), 1u);
+	EXPECT_EQ(cuda_type(mem.p + 4 * page), cudaMemoryTypeUnregistered);
+	EXPECT_EQ(cudaHostUnregister(mem.p), cudaSuccess);
+}
+
+TEST_F(CudaDevice, ReadOnlyFileMemoryMapsForReading)
+{
+	char path[] = "/tmp/svmbatch-ro-XXXXXX";
+	int fd = ::mkstemp(path);
+	ASSERT_GE(fd, 0);
+	std::vector<std::uint8_t> data(64 << 10);
+	for (std::size_t i = 0; i < data.size(); i++)
+		data[i] = static_cast<std::uint8_t>(i * 13);
+	ASSERT_EQ(::write(fd, data.data(), data.size()), static_cast<ssize_t>(data.size()));
+	void *p = ::mmap(nullptr, data.size(), PROT_READ, MAP_SHARED, fd, 0);
+	ASSERT_NE(p, MAP_FAILED);
+	Buffer bufs[] = {{p, data.size(), Access::ReadOnly}};
+	Registration r = ctx_->register_buffers(bufs);
+
+	if (!cuda_->read_only_register_supported()) {
+		Error e = expect_error([&] { (void)r.map(*cuda_); });
+		std::printf("# no read-only registration on this device: %s\n", e.what());
+	} else {
+		GpuMapping m = r.map(*cuda_);
+		std::vector<std::uint64_t> d{m.address(0)};
+		EXPECT_EQ(device::gpu_checksums(d, {data.size()})[0],
+			  device::cpu_checksum(data.data(), data.size()));
+	}
+	::munmap(p, data.size());
+	::close(fd);
+	::unlink(path);
+}
+
+} // namespace
+} // namespace svmbatch
