@@ -88,7 +88,6 @@ int cuda_errno(cu::Result r)
 	case cu::error_no_device:
 	case cu::error_invalid_device:
 	case cu::error_stub_library:
-	case cu::error_insufficient_driver:
 	case cu::error_not_initialized:
 		return ENODEV;
 	default:

@@ -22,7 +22,6 @@ constexpr Result error_invalid_value = 1;
 constexpr Result error_out_of_memory = 2;
 constexpr Result error_not_initialized = 3;
 constexpr Result error_stub_library = 34;
-constexpr Result error_insufficient_driver = 35;
 constexpr Result error_no_device = 100;
 constexpr Result error_invalid_device = 101;
 constexpr Result error_operating_system = 304;

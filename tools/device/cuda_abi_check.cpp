@@ -16,7 +16,6 @@ static_assert(CUDA_ERROR_INVALID_VALUE == cu::error_invalid_value);
 static_assert(CUDA_ERROR_OUT_OF_MEMORY == cu::error_out_of_memory);
 static_assert(CUDA_ERROR_NOT_INITIALIZED == cu::error_not_initialized);
 static_assert(CUDA_ERROR_STUB_LIBRARY == cu::error_stub_library);
-static_assert(CUDA_ERROR_INSUFFICIENT_DRIVER == cu::error_insufficient_driver);
 static_assert(CUDA_ERROR_NO_DEVICE == cu::error_no_device);
 static_assert(CUDA_ERROR_INVALID_DEVICE == cu::error_invalid_device);
 static_assert(CUDA_ERROR_OPERATING_SYSTEM == cu::error_operating_system);
