@@ -5,7 +5,8 @@
 //      register_buffers, one CudaBackend::map = one cuMemHostRegister per
 //      merged range) vs a bare cudaHostRegister + cudaHostGetDevicePointer
 //      per buffer; buffers scattered (a guard page between them) or
-//      touching (carved back to back from one allocation).
+//      touching (carved back to back from one allocation; 4 KiB pages,
+//      or transparent huge pages where the kernel gives them).
 //  (b) file -> READ_FIXED -> GPU: Reader reads a file into 2000 registered
 //      1 MiB buffers while cudaMemcpyAsync moves finished batches to device
 //      memory, against the page-cache read alone and the pinned H2D copy
@@ -60,28 +61,56 @@ void check(cudaError_t e, const char *what)
 		throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e));
 }
 
-/// Anonymous memory, populated, unmapped on destruction.
+/// Anonymous memory, populated (with transparent huge pages if thp),
+/// unmapped on destruction.
 struct Region {
 	char *p = nullptr;
 	std::size_t len = 0;
-	explicit Region(std::size_t bytes) : len(bytes)
+	explicit Region(std::size_t bytes, bool thp = false) : len(bytes)
 	{
 		void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 		if (m == MAP_FAILED)
 			throw std::system_error(errno, std::generic_category(), "mmap");
 		p = static_cast<char *>(m);
+		::madvise(p, len, thp ? MADV_HUGEPAGE : MADV_NOHUGEPAGE);
+		std::memset(p, 1, len);
 	}
 	~Region() { ::munmap(p, len); }
 	Region(const Region &) = delete;
 	Region &operator=(const Region &) = delete;
 };
 
-std::string mapping_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, std::size_t n,
-			 std::size_t size, bool touching)
+/// AnonHugePages of this process, in kB.
+long anon_huge_kb()
 {
+	FILE *f = std::fopen("/proc/self/smaps_rollup", "r");
+	char line[256];
+	long kb = 0;
+
+	while (f && std::fgets(line, sizeof(line), f))
+		if (std::sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+			break;
+	if (f)
+		std::fclose(f);
+	return kb;
+}
+
+enum class Layout { Scattered, Touching, TouchingThp };
+
+const char *layout_name(Layout l)
+{
+	return l == Layout::Scattered ? "scattered" : l == Layout::Touching ? "touching" : "touching_thp";
+}
+
+std::string mapping_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, std::size_t n,
+			 std::size_t size, Layout layout)
+{
+	const bool touching = layout != Layout::Scattered;
 	std::size_t stride = touching ? size : size + page;	// a guard page between
-	Region region(n * stride);
+	long huge_before = anon_huge_kb();
+	Region region(n * stride, layout == Layout::TouchingThp);
+	long thp_kb = anon_huge_kb() - huge_before;
 	std::vector<svmbatch::Buffer> bufs;
 	for (std::size_t i = 0; i < n; i++)
 		bufs.push_back({region.p + i * stride, size});
@@ -119,12 +148,13 @@ std::string mapping_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, st
 	double lib = median(reg_us) + median(map_us), loop = median(loop_us);
 	char out[1024];
 	std::snprintf(out, sizeof(out),
-		      "{\"n\": %zu, \"size\": %zu, \"layout\": \"%s\", \"reps\": %d, \"ranges\": %zu, "
+		      "{\"n\": %zu, \"size\": %zu, \"layout\": \"%s\", \"thp_kb\": %ld, "
+		      "\"reps\": %d, \"ranges\": %zu, "
 		      "\"lib_register_us\": %.1f, \"lib_map_us\": %.1f, \"lib_unmap_us\": %.1f, "
 		      "\"loop_register_us\": %.1f, \"loop_unregister_us\": %.1f, "
 		      "\"lib_us_per_buffer\": %.3f, \"loop_us_per_buffer\": %.3f, "
 		      "\"speedup_loop_over_lib\": %.2f, \"speedup_loop_over_lib_map_only\": %.2f}",
-		      n, size, touching ? "touching" : "scattered", reps, ranges, median(reg_us),
+		      n, size, layout_name(layout), thp_kb, reps, ranges, median(reg_us),
 		      median(map_us), median(unmap_us), loop, median(loop_unreg_us),
 		      lib / static_cast<double>(n), loop / static_cast<double>(n), loop / lib,
 		      loop / median(map_us));
@@ -262,13 +292,14 @@ int main(int argc, char **argv)
 		std::string mapping;
 		for (std::size_t n : {100, 2000, 16384}) {
 			for (std::size_t size : {4096, 65536, 1 << 20}) {
-				for (bool touching : {false, true}) {
+				for (Layout layout : {Layout::Scattered, Layout::Touching,
+						      Layout::TouchingThp}) {
 					if (n * size > (std::size_t{4} << 30)) {
 						std::fprintf(stderr, "skip %zu x %zu: over 4 GiB\n", n, size);
 						continue;
 					}
 					mapping += (mapping.empty() ? "\n    " : ",\n    ") +
-						   mapping_case(ctx, cuda, n, size, touching);
+						   mapping_case(ctx, cuda, n, size, layout);
 				}
 			}
 		}
