@@ -20,16 +20,17 @@ deps=$PWD/build/device-deps
 work=/tmp/svmbatch-device
 rm -rf "$work" && mkdir -p "$work/obj"
 passed=0 failed=0
+exec 3>&1	# step's verdicts, whatever the step's own output is redirected to
 step() {	# step NAME CMD...: run, log, count
 	local name=$1
 	shift
 	local t0=$SECONDS
 	if "$@"; then
 		passed=$((passed + 1))
-		echo "ok   $name ($((SECONDS - t0)) s)"
+		echo "ok   $name ($((SECONDS - t0)) s)" >&3
 	else
 		failed=$((failed + 1))
-		echo "FAIL $name ($((SECONDS - t0)) s)"
+		echo "FAIL $name ($((SECONDS - t0)) s)" >&3
 	fi
 }
 
