@@ -31,7 +31,7 @@ CMAKE_LIB = cmake -S libsvmbatch -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 abi = $(shell tools/vmtest/kernels.sh abi $(1))
 KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 
-.PHONY: lib lib-asan lib-test lib-tidy install bench-lib
+.PHONY: lib lib-asan lib-test lib-tidy install bench-lib htmldocs
 .PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest bench-kmod \
 	vmtest-one uapi-check checkpatch ksrc clean help
 
@@ -51,6 +51,10 @@ lib-tidy: lib-asan
 		$(filter-out %/cuda_scatter_read.cpp %/cuda_bench.cpp,\
 			$(wildcard examples/*.cpp tools/bench/*.cpp))
 
+# Documentation/ as HTML (Sphinx; warnings are errors).
+htmldocs:
+	sphinx-build -W --keep-going -q -b html Documentation $(BUILD)/htmldocs
+
 # Install the library (DESTDIR=... honoured) from the release build.
 install: lib
 	cmake --install $(LIB_OUT)
@@ -68,6 +72,7 @@ help:
 	@echo "make vmtest    run the selftests in guests of: $(KERNELS)"
 	@echo "make bench-lib library benchmark (host and a 6.12 guest)"
 	@echo "make bench-kmod kernel benchmark in a guest (BENCH_KERNEL=$(BENCH_KERNEL))"
+	@echo "make htmldocs Documentation/ as HTML into build/htmldocs (Sphinx, -W)"
 	@echo "make clean"
 
 check:

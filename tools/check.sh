@@ -99,6 +99,7 @@ run lib-build make --no-print-directory lib
 run lib-asan-build make --no-print-directory lib-asan
 run lib-clang-tidy make --no-print-directory lib-tidy
 run lib-install tools/check-install.sh
+run htmldocs make --no-print-directory htmldocs
 if [[ -x build/lib-asan/tests/svmbatch_lib_tests ]]; then
 	tap lib-tests-host build/lib-asan/tests/svmbatch_lib_tests
 fi
