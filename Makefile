@@ -47,7 +47,7 @@ lib-asan:
 # The CUDA programs (cuda_*.cpp) need cuda_runtime.h, which only the GPU
 # machine has; tools/device/run.sh builds them with -Wall -Wextra -Werror.
 lib-tidy: lib-asan
-	clang-tidy -p $(LIB_ASAN_OUT) --quiet libsvmbatch/src/*.cpp \
+	clang-tidy -p $(LIB_ASAN_OUT) --quiet libsvmbatch/src/*.cpp tools/cli/*.cpp \
 		$(filter-out %/cuda_scatter_read.cpp %/cuda_bench.cpp,\
 			$(wildcard examples/*.cpp tools/bench/*.cpp))
 

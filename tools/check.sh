@@ -103,6 +103,9 @@ run htmldocs make --no-print-directory htmldocs
 if [[ -x build/lib-asan/tests/svmbatch_lib_tests ]]; then
 	tap lib-tests-host build/lib-asan/tests/svmbatch_lib_tests
 fi
+if [[ -x build/lib/cli/svmbatch ]]; then
+	tap cli-tests tools/cli/cli_test.sh build/lib/cli/svmbatch
+fi
 for k in $KERNELS; do
 	guest "$k"
 done

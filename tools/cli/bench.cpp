@@ -1,0 +1,172 @@
+// SPDX-License-Identifier: MIT
+// svmbatch bench: what one registration of N ranges costs per range,
+// against N registrations of one range, for growing N.  Writes
+// bench-<date>.json and, with gnuplot, bench-<date>.png.
+#include <sys/mman.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <system_error>
+#include <vector>
+
+#include <svmbatch/svmbatch.hpp>
+
+#include "cli.hpp"
+#include "json.hpp"
+
+namespace svmbatch::cli {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Point {
+	unsigned n = 0;
+	int reps = 0;
+	double batch_us = 0, single_us = 0;	// medians, the whole N
+};
+
+/// Median of timings of fn: at least 5, up to 51 runs or ~0.2 s.
+template <typename Fn> std::pair<double, int> median_us(Fn fn)
+{
+	std::vector<double> t;
+	auto start = Clock::now();
+
+	while (t.size() < 5 || (t.size() < 51 && Clock::now() - start < std::chrono::milliseconds(200))) {
+		auto t0 = Clock::now();
+		fn();
+		t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
+	}
+	std::sort(t.begin(), t.end());
+	return {t[t.size() / 2], static_cast<int>(t.size())};
+}
+
+void progress(unsigned done, unsigned total, unsigned n)
+{
+	const int width = 30;
+	int filled = static_cast<int>(width * done / total);
+
+	std::fprintf(stderr, "\r[%s%s] %u/%u  N=%-6u", std::string(filled, '#').c_str(),
+		     std::string(width - filled, ' ').c_str(), done, total, n);
+	if (done == total)
+		std::fprintf(stderr, "\n");
+}
+
+std::string today()
+{
+	char buf[16];
+	std::time_t now = std::time(nullptr);
+	std::tm tm {};
+
+	::gmtime_r(&now, &tm);
+	std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
+	return buf;
+}
+
+void plot(const std::string &dat, const std::string &png, const std::string &title)
+{
+	FILE *gp = ::popen("gnuplot 2>&1", "w");
+
+	if (!gp)
+		throw std::system_error(errno, std::generic_category(), "gnuplot");
+	std::fprintf(gp,
+		     "set terminal pngcairo size 900,560\n"
+		     "set output '%s'\n"
+		     "set title '%s'\n"
+		     "set logscale xy\n"
+		     "set xlabel 'ranges per batch (N)'\n"
+		     "set ylabel 'microseconds per range'\n"
+		     "set grid\n"
+		     "set key top right\n"
+		     "plot '%s' using 1:2 with linespoints title 'one registration of N ranges', "
+		     "'' using 1:3 with linespoints title 'N registrations of one range'\n",
+		     png.c_str(), title.c_str(), dat.c_str());
+	if (::pclose(gp) != 0)
+		throw std::runtime_error("gnuplot failed (apt-get install gnuplot-nox, or --no-plot)");
+}
+
+} // namespace
+
+int bench(const BenchOptions &opt)
+{
+	Context ctx;
+	const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+	unsigned max_n = *std::max_element(opt.batch_sizes.begin(), opt.batch_sizes.end());
+
+	// One 4 KiB buffer every other page: N ranges that never merge.
+	std::size_t len = 2 * page * max_n;
+	void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
+			 -1, 0);
+	if (m == MAP_FAILED)
+		throw std::system_error(errno, std::generic_category(), "mmap");
+	std::unique_ptr<void, std::function<void(void *)>> region(m, [len](void *p) { ::munmap(p, len); });
+	for (unsigned i = 0; i < max_n; i++)	/* guard pages: separate VMAs */
+		::mprotect(static_cast<char *>(m) + (2 * i + 1) * page, page, PROT_NONE);
+
+	std::vector<Point> points;
+	unsigned done = 0;
+	for (unsigned n : opt.batch_sizes) {
+		if (opt.progress)
+			progress(done, static_cast<unsigned>(opt.batch_sizes.size()), n);
+		std::vector<Buffer> bufs;
+		for (unsigned i = 0; i < n; i++)
+			bufs.push_back({static_cast<char *>(m) + 2 * i * page, page});
+		Point p{n};
+		auto [b, reps] = median_us([&] { (void)ctx.register_buffers(bufs); });
+		p.batch_us = b;
+		p.reps = reps;
+		p.single_us = median_us([&] {
+			for (const Buffer &buf : bufs)
+				(void)ctx.register_buffers(std::span<const Buffer>(&buf, 1));
+		}).first;
+		points.push_back(p);
+		done++;
+	}
+	if (opt.progress)
+		progress(done, done, points.back().n);
+
+	struct utsname u {};
+	::uname(&u);
+	std::string base = opt.out_dir + "/bench-" + today();
+	std::ofstream json(base + ".json");
+	json << "{\"what\": \"svmbatch bench: 4 KiB ranges, one registration of N vs N of one\", "
+	     << "\"mode\": " << json_string(mode_name(ctx.mode()))
+	     << ", \"reason\": " << json_string(ctx.info().reason)
+	     << ", \"kernel\": " << json_string(u.release) << ", \"machine\": " << json_string(u.machine)
+	     << ", \"points\": [";
+	std::ofstream dat(base + ".dat");
+	std::printf("%8s %14s %14s %8s\n", "N", "batch us/range", "single us/range", "ratio");
+	for (std::size_t i = 0; i < points.size(); i++) {
+		const Point &p = points[i];
+		double b = p.batch_us / p.n, s = p.single_us / p.n;
+		std::printf("%8u %14.3f %14.3f %8.2f\n", p.n, b, s, s / b);
+		json << (i ? ", " : "") << "{\"n\": " << p.n << ", \"reps\": " << p.reps
+		     << ", \"batch_us\": " << p.batch_us << ", \"single_us\": " << p.single_us
+		     << ", \"batch_us_per_range\": " << b << ", \"single_us_per_range\": " << s << "}";
+		dat << p.n << ' ' << b << ' ' << s << '\n';
+	}
+	json << "]}\n";
+	json.close();
+	dat.close();
+	if (!json || !dat)
+		throw std::runtime_error("cannot write " + base + ".json");
+	std::printf("wrote %s.json\n", base.c_str());
+	if (opt.plot) {
+		plot(base + ".dat", base + ".png",
+		     std::string("svmbatch, ") + mode_name(ctx.mode()) + " mode, " + u.release);
+		std::printf("wrote %s.png\n", base.c_str());
+	}
+	return exit_ok;
+}
+
+} // namespace svmbatch::cli

@@ -1,0 +1,117 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# Tests of the svmbatch command on a machine without the module (make
+# check's host step): exit codes, --help, info, stat against a debugfs
+# fixture, bench's JSON and PNG, selftest's summary.  Prints TAP.
+#   tools/cli/cli_test.sh path/to/svmbatch
+set -u
+cli=$(realpath "$1")
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+n=0 failed=0
+ok() {	# ok DESCRIPTION CONDITION-EXIT-STATUS
+	n=$((n + 1))
+	if [[ $2 == 0 ]]; then
+		echo "ok $n $1"
+	else
+		echo "not ok $n $1"
+		failed=$((failed + 1))
+		sed 's/^/#   /' "$tmp/out" | head -20
+	fi
+}
+run() {	# run ARGS...: output in $tmp/out, exit status in $rc
+	"$@" >"$tmp/out" 2>&1
+	rc=$?
+}
+json() {	# json PYTHON-EXPRESSION-ON-d: true/false of $tmp/out as JSON
+	python3 -c "import json,sys; d=json.load(open('$tmp/out')); sys.exit(0 if ($1) else 1)"
+}
+
+run "$cli" --help
+ok "--help exits 0 and lists every subcommand" $((rc != 0 || $(grep -cE '^  (info|stat|bench|selftest) ' "$tmp/out") != 4))
+for sub in info stat bench selftest; do
+	run "$cli" "$sub" --help
+	ok "$sub --help exits 0" $((rc != 0 || $(grep -c 'Usage:' "$tmp/out") != 1))
+done
+run "$cli"
+ok "no subcommand is a usage error (2)" $((rc != 2))
+run "$cli" info --frobnicate
+ok "an unknown option is a usage error (2)" $((rc != 2))
+run "$cli" --version
+ok "--version prints the version" $((rc != 0 || $(grep -cE '^[0-9]+\.[0-9]+\.[0-9]+$' "$tmp/out") != 1))
+
+export SVMBATCH_DEVICE=$tmp/no-device SVMBATCH_DEBUGFS=$tmp/no-debugfs
+run "$cli" info
+ok "info without the module: not loaded, userspace mode, why" \
+	$((rc != 0 || $(grep -cE '^module: +not loaded|^library mode: +userspace \(.*No such file' "$tmp/out") != 2))
+run "$cli" info --json
+json 'd["module_loaded"] is False and d["mode"] == "userspace" and d["max_ranges"] == 16384'
+ok "info --json: not loaded, userspace mode, the default limits" $?
+SVMBATCH_MODE=kernel run "$cli" info
+ok "info with SVMBATCH_MODE=kernel and no module fails (1) and says why" \
+	$((rc != 1 || $(grep -c 'svmbatch.ko loaded' "$tmp/out") != 1))
+run "$cli" stat
+ok "stat without the module exits 3" $((rc != 3 || $(grep -c 'not loaded' "$tmp/out") != 1))
+
+# A debugfs fixture: two files of this shell's pid, one of pid 1.
+mkdir -p "$tmp/debugfs"
+cat >"$tmp/debugfs/stats" <<EOT
+contexts 3
+registrations 4
+pinned_pages 300
+meta_bytes 5000
+registered_total 17
+failed_registrations 2
+stale_total 1
+exports 1
+dmabuf_segments 3
+dmabuf_attachments 1
+EOT
+printf 'id tgid registrations pinned_pages failed\n1 %d 3 200 1\n2 %d 1 50 0\n3 1 0 50 1\n' $$ $$ >"$tmp/debugfs/clients"
+export SVMBATCH_DEVICE=/dev/null SVMBATCH_DEBUGFS=$tmp/debugfs
+run "$cli" stat
+ok "stat: global counters" $((rc != 0 || $(grep -cE '^registrations: +4 live, 17 since load, 2 failed|^pinned: +300 pages \(1\.2 MiB\)|^stale: +1 ' "$tmp/out") != 3))
+ok "stat: one line per process, files summed" $(($(grep -cE "^$$ +[^ ]+ +2 +4 +1000\.0 KiB +1$" "$tmp/out") != 1))
+run "$cli" stat --json
+json "d['global']['stale_total'] == 1 and [(p['pid'], p['files'], p['registrations'], p['pinned_bytes']) for p in d['processes']] == [(1, 1, 0, 50 * 4096), ($$, 2, 4, 250 * 4096)]"
+ok "stat --json: global and per process" $?
+SVMBATCH_DEBUGFS=$tmp/nowhere run "$cli" stat
+ok "stat with the module but no debugfs fails (1) and says why" \
+	$((rc != 1 || $(grep -c 'cannot read .*debugfs mounted' "$tmp/out") != 1))
+
+export SVMBATCH_DEVICE=$tmp/no-device
+run "$cli" bench --sizes 1 4 16 --out "$tmp" --quiet
+ok "bench exits 0 and says what it wrote" $((rc != 0 || $(grep -cE '^wrote .*/bench-[0-9-]+\.(json|png)$' "$tmp/out") != 2))
+cp "$tmp"/bench-*.json "$tmp/out"
+json '[p["n"] for p in d["points"]] == [1, 4, 16] and all(p["batch_us"] > 0 and p["single_us"] > 0 for p in d["points"])'
+ok "bench JSON: every batch size, both timings" $?
+png=$(ls "$tmp"/bench-*.png 2>/dev/null)
+[[ -n $png && $(head -c 8 "$png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]]
+ok "bench PNG is a PNG" $?
+rm -f "$tmp"/bench-*
+run "$cli" bench --sizes 2 --out "$tmp" --no-plot --quiet
+ok "bench --no-plot writes no PNG" $((rc != 0 || $(ls "$tmp"/bench-*.png 2>/dev/null | wc -l) != 0))
+run "$cli" bench --sizes 0
+ok "bench --sizes 0 is a usage error (2)" $((rc != 2))
+
+run "$cli" selftest --dir "$tmp/none"
+ok "selftest without selftests fails (1)" $((rc != 1))
+mkdir -p "$tmp/st"
+printf '#!/bin/sh\necho "TAP version 13"\necho "1..2"\necho "ok 1 a"\necho "ok 2 b # SKIP no"\n' >"$tmp/st/good"
+printf '#!/bin/sh\necho "1..1"\necho "not ok 1 c"\nexit 1\n' >"$tmp/st/bad"
+printf '#!/bin/sh\nkill -9 $$\n' >"$tmp/st/dies"
+chmod +x "$tmp/st/good" "$tmp/st/bad" "$tmp/st/dies"
+run "$cli" selftest --dir "$tmp/st"
+ok "selftest without the module exits 3" $((rc != 3))
+export SVMBATCH_DEVICE=/dev/null
+run "$cli" selftest --dir "$tmp/st"
+ok "selftest counts TAP and a test that dies" $((rc != 1 || $(grep -c '^selftest: 1 passed, 2 failed, 1 skipped$' "$tmp/out") != 1))
+run "$cli" selftest --dir "$tmp/st" good
+ok "selftest NAME runs only that one" $((rc != 0 || $(grep -c '^selftest: 1 passed, 0 failed, 1 skipped$' "$tmp/out") != 1))
+run "$cli" selftest --dir "$tmp/st" nosuch
+ok "selftest of an unknown name is a usage error (2)" $((rc != 2))
+
+echo "1..$n"
+echo "# cli_test: $((n - failed)) passed, $failed failed"
+((failed == 0))

@@ -1,0 +1,83 @@
+// SPDX-License-Identifier: MIT
+// svmbatch info: what the module and the library would do here.
+#include <linux/svmbatch.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <svmbatch/svmbatch.hpp>
+
+#include "cli.hpp"
+#include "json.hpp"
+
+namespace svmbatch::cli {
+
+namespace {
+
+std::vector<std::string> feature_names(std::uint64_t f)
+{
+	std::vector<std::string> names;
+
+	if (f & SVMBATCH_FEATURE_DMABUF)
+		names.emplace_back("dmabuf");
+	if (f & SVMBATCH_FEATURE_STALE_NOTIFY)
+		names.emplace_back("stale-notify");
+	if (f & SVMBATCH_FEATURE_FAULT_INJECTION)
+		names.emplace_back("fault-injection");
+	return names;
+}
+
+std::string gib(std::uint64_t bytes)
+{
+	char buf[32];
+
+	std::snprintf(buf, sizeof(buf), "%.0f GiB", static_cast<double>(bytes) / (1ull << 30));
+	return buf;
+}
+
+} // namespace
+
+int info(const Paths &paths, bool json)
+{
+	Context ctx(Mode::Auto, paths.device);
+	const Info &i = ctx.info();
+	bool loaded = i.mode == Mode::Kernel;
+	std::vector<std::string> features = feature_names(i.features);
+
+	if (json) {
+		std::string f;
+		for (const auto &n : features)
+			f += (f.empty() ? "" : ", ") + json_string(n);
+		std::printf("{\"module_loaded\": %s, \"device\": %s, \"abi_version\": %u, "
+			    "\"library_abi_version\": %u, \"page_size\": %zu, \"features\": [%s], "
+			    "\"max_ranges\": %u, \"max_registrations\": %u, \"max_range_bytes\": %llu, "
+			    "\"mode\": %s, \"reason\": %s}\n",
+			    loaded ? "true" : "false", json_string(paths.device).c_str(),
+			    i.abi_version, SVMBATCH_ABI_VERSION, i.page_size, f.c_str(),
+			    i.max_ranges, i.max_registrations,
+			    static_cast<unsigned long long>(i.max_range_bytes),
+			    json_string(mode_name(i.mode)).c_str(), json_string(i.reason).c_str());
+		return exit_ok;
+	}
+	if (loaded)
+		std::printf("module:        loaded (%s, ABI %u)\n", paths.device.c_str(),
+			    i.abi_version);
+	else
+		std::printf("module:        not loaded (no usable %s; `modprobe svmbatch` as root)\n",
+			    paths.device.c_str());
+	std::string f;
+	for (const auto &n : features)
+		f += (f.empty() ? "" : " ") + n;
+	std::printf("features:      %s\n", f.empty() ? "-" : f.c_str());
+	std::printf("limits:        %u ranges per registration, %u registrations per open "
+		    "file, %s per range%s\n",
+		    i.max_ranges, i.max_registrations, gib(i.max_range_bytes).c_str(),
+		    loaded ? "" : " (the module's defaults)");
+	std::printf("page size:     %zu\n", i.page_size);
+	std::printf("library mode:  %s (%s)\n", mode_name(i.mode), i.reason.c_str());
+	return exit_ok;
+}
+
+} // namespace svmbatch::cli
