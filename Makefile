@@ -31,7 +31,7 @@ CMAKE_LIB = cmake -S libsvmbatch -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 abi = $(shell tools/vmtest/kernels.sh abi $(1))
 KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 
-.PHONY: lib lib-asan lib-test lib-tidy install bench-lib htmldocs
+.PHONY: lib lib-asan lib-test lib-tidy install bench-lib htmldocs deb
 .PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest bench-kmod \
 	vmtest-one uapi-check checkpatch ksrc clean help
 
@@ -50,6 +50,17 @@ lib-tidy: lib-asan
 	clang-tidy -p $(LIB_ASAN_OUT) --quiet libsvmbatch/src/*.cpp tools/cli/*.cpp \
 		$(filter-out %/cuda_scatter_read.cpp %/cuda_bench.cpp,\
 			$(wildcard examples/*.cpp tools/bench/*.cpp))
+
+# The Debian packages (svmbatch-dkms, libsvmbatch1, libsvmbatch-dev,
+# svmbatch-tools) into build/deb/, built from a copy of the tracked and
+# untracked-but-not-ignored files.
+DEB_VERSION := $(shell dpkg-parsechangelog -l debian/changelog -S Version 2>/dev/null)
+deb:
+	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/src
+	git ls-files -co --exclude-standard -z | xargs -0 tar -c | tar -x -C $(BUILD)/deb/src
+	cd $(BUILD)/deb/src && dpkg-buildpackage -us -uc -b -j$$(nproc) >../build.log 2>&1 || \
+		{ tail -n 40 ../build.log; exit 1; }
+	ls $(BUILD)/deb/*.deb
 
 # Documentation/ as HTML (Sphinx; warnings are errors).
 htmldocs:
@@ -72,6 +83,7 @@ help:
 	@echo "make vmtest    run the selftests in guests of: $(KERNELS)"
 	@echo "make bench-lib library benchmark (host and a 6.12 guest)"
 	@echo "make bench-kmod kernel benchmark in a guest (BENCH_KERNEL=$(BENCH_KERNEL))"
+	@echo "make deb      the Debian packages into build/deb (DKMS, library, -dev, tools)"
 	@echo "make htmldocs Documentation/ as HTML into build/htmldocs (Sphinx, -W)"
 	@echo "make clean"
 

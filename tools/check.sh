@@ -106,6 +106,9 @@ fi
 if [[ -x build/lib/cli/svmbatch ]]; then
 	tap cli-tests tools/cli/cli_test.sh build/lib/cli/svmbatch
 fi
+# Installs the .debs on this machine, boots guests with the DKMS-built
+# module, purges them again.
+tap packages tools/check-packages.sh
 for k in $KERNELS; do
 	guest "$k"
 done

@@ -20,6 +20,7 @@ PACKAGES=(
 	qemu-system-x86 busybox-static e2fsprogs
 	liburing-dev linux-source-6.12 cmake libgtest-dev pkg-config g++ clang-tidy
 	libdrm-dev python3-sphinx libcli11-dev gnuplot-nox
+	debhelper dh-dkms dkms dpkg-dev fakeroot adduser
 	flex bison libssl-dev
 )
 KERNELS=(6.1 6.12)
