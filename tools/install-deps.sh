@@ -19,7 +19,7 @@ PACKAGES=(
 	build-essential bc kmod cpio xz-utils libelf-dev sparse
 	qemu-system-x86 busybox-static e2fsprogs
 	liburing-dev linux-source-6.12 cmake libgtest-dev pkg-config g++ clang-tidy
-	libdrm-dev python3-sphinx libcli11-dev gnuplot-nox
+	libdrm-dev libhsa-runtime-dev python3-sphinx libcli11-dev gnuplot-nox
 	debhelper dh-dkms dkms dpkg-dev fakeroot adduser
 	flex bison libssl-dev
 )

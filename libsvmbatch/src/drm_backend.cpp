@@ -4,63 +4,17 @@
 #include <svmbatch/error.hpp>
 #include <svmbatch/registration.hpp>
 
-#include <fcntl.h>
 #include <xf86drm.h>
 
 #include <algorithm>
 #include <cerrno>
-#include <filesystem>
 #include <vector>
 
-#include "unique_fd.hpp"
+#include "drm_node.hpp"
 
 namespace svmbatch {
 
-namespace detail {
-
-struct DrmNode {
-	UniqueFd fd;
-	std::string path;
-	std::string driver;
-};
-
-} // namespace detail
-
 namespace {
-
-std::shared_ptr<const detail::DrmNode> open_node(const std::string &path)
-{
-	detail::UniqueFd fd(::open(path.c_str(), O_RDWR | O_CLOEXEC));
-
-	if (!fd.valid())
-		throw Error(errno, Step::GpuOpen, "cannot open " + path);
-	drmVersionPtr version = drmGetVersion(fd.get());
-	if (!version)
-		throw Error(ENODEV, Step::GpuOpen, path + " is not a DRM device");
-	std::string driver(version->name, version->name_len);
-	drmFreeVersion(version);
-	return std::make_shared<const detail::DrmNode>(
-		detail::DrmNode{std::move(fd), path, std::move(driver)});
-}
-
-/// Render nodes first (no DRM master needed), then primary nodes.
-std::vector<std::string> candidate_nodes()
-{
-	std::vector<std::string> render, primary;
-	std::error_code ec;
-
-	for (const auto &entry : std::filesystem::directory_iterator("/dev/dri", ec)) {
-		std::string name = entry.path().filename();
-		if (name.starts_with("renderD"))
-			render.push_back(entry.path());
-		else if (name.starts_with("card"))
-			primary.push_back(entry.path());
-	}
-	std::sort(render.begin(), render.end());
-	std::sort(primary.begin(), primary.end());
-	render.insert(render.end(), primary.begin(), primary.end());
-	return render;
-}
 
 /// Closes the GEM handle of an imported dma-buf; keeps the node open.
 class GemImport final : public GpuMappingOwner {
@@ -82,20 +36,13 @@ private:
 
 } // namespace
 
-DrmBackend::DrmBackend()
+DrmBackend::DrmBackend() : node_(detail::find_drm_node(""))
 {
-	for (const std::string &path : candidate_nodes()) {
-		try {
-			node_ = open_node(path);
-			return;
-		} catch (const Error &) {
-			continue;	// e.g. EACCES on a primary node: try the next
-		}
-	}
-	throw Error(ENODEV, Step::GpuOpen, "no DRM device under /dev/dri opens");
+	if (!node_)
+		throw Error(ENODEV, Step::GpuOpen, "no DRM device under /dev/dri opens");
 }
 
-DrmBackend::DrmBackend(const std::string &node) : node_(open_node(node)) {}
+DrmBackend::DrmBackend(const std::string &node) : node_(detail::open_drm_node(node)) {}
 
 DrmBackend::~DrmBackend() = default;
 
