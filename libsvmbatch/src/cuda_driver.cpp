@@ -2,61 +2,33 @@
 // Loading libcuda and holding a device's primary context.
 #include "cuda_driver.hpp"
 
-#include <dlfcn.h>
-
 #include <cerrno>
 
 #include <svmbatch/error.hpp>
 
+#include "dynamic_library.hpp"
+
 namespace svmbatch::detail {
-
-namespace {
-
-/// cuda.h maps some names to versioned symbols (cuMemHostRegister is
-/// cuMemHostRegister_v2 since CUDA 6.5): try the versioned one first.
-template <typename Fn>
-void resolve(void *lib, const std::string &library, Fn &fn, const char *name,
-	     const char *versioned = nullptr)
-{
-	void *sym = versioned ? ::dlsym(lib, versioned) : nullptr;
-
-	if (!sym)
-		sym = ::dlsym(lib, name);
-	if (!sym)
-		throw Error(ENODEV, Step::GpuOpen,
-			    library + " has no " + name + ": not a usable CUDA driver");
-	fn = reinterpret_cast<Fn>(sym);
-}
-
-} // namespace
 
 CudaDriver::CudaDriver(std::string lib_name) : library(std::move(lib_name))
 {
-	void *lib = ::dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+	DynamicLibrary lib(library, "CUDA driver");
 
-	if (!lib) {
-		const char *why = ::dlerror(); // NOLINT(concurrency-mt-unsafe): read at once
-		throw Error(ENODEV, Step::GpuOpen,
-			    "no CUDA driver: " + std::string(why ? why : library));
-	}
-	// RTLD_NODELETE: dlclose only drops our reference, the code stays.
-	std::unique_ptr<void, int (*)(void *)> closer(lib, ::dlclose);
-	resolve(lib, library, init, "cuInit");
-	resolve(lib, library, device_get_count, "cuDeviceGetCount");
-	resolve(lib, library, device_get, "cuDeviceGet");
-	resolve(lib, library, device_get_name, "cuDeviceGetName");
-	resolve(lib, library, device_get_attribute, "cuDeviceGetAttribute");
-	resolve(lib, library, primary_ctx_retain, "cuDevicePrimaryCtxRetain");
-	resolve(lib, library, primary_ctx_release, "cuDevicePrimaryCtxRelease",
-		"cuDevicePrimaryCtxRelease_v2");
-	resolve(lib, library, ctx_push_current, "cuCtxPushCurrent", "cuCtxPushCurrent_v2");
-	resolve(lib, library, ctx_pop_current, "cuCtxPopCurrent", "cuCtxPopCurrent_v2");
-	resolve(lib, library, mem_host_register, "cuMemHostRegister", "cuMemHostRegister_v2");
-	resolve(lib, library, mem_host_unregister, "cuMemHostUnregister");
-	resolve(lib, library, mem_host_get_device_pointer, "cuMemHostGetDevicePointer",
-		"cuMemHostGetDevicePointer_v2");
-	resolve(lib, library, pointer_get_attribute, "cuPointerGetAttribute");
-	resolve(lib, library, get_error_name, "cuGetErrorName");
+	lib.resolve(init, "cuInit");
+	lib.resolve(device_get_count, "cuDeviceGetCount");
+	lib.resolve(device_get, "cuDeviceGet");
+	lib.resolve(device_get_name, "cuDeviceGetName");
+	lib.resolve(device_get_attribute, "cuDeviceGetAttribute");
+	lib.resolve(primary_ctx_retain, "cuDevicePrimaryCtxRetain");
+	lib.resolve(primary_ctx_release, "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2");
+	lib.resolve(ctx_push_current, "cuCtxPushCurrent", "cuCtxPushCurrent_v2");
+	lib.resolve(ctx_pop_current, "cuCtxPopCurrent", "cuCtxPopCurrent_v2");
+	lib.resolve(mem_host_register, "cuMemHostRegister", "cuMemHostRegister_v2");
+	lib.resolve(mem_host_unregister, "cuMemHostUnregister");
+	lib.resolve(mem_host_get_device_pointer, "cuMemHostGetDevicePointer",
+		    "cuMemHostGetDevicePointer_v2");
+	lib.resolve(pointer_get_attribute, "cuPointerGetAttribute");
+	lib.resolve(get_error_name, "cuGetErrorName");
 }
 
 std::string CudaDriver::error_name(cu::Result r) const

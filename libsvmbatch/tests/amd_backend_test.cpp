@@ -20,6 +20,7 @@
 #include <hsa.h>
 
 #include "fake_hsa/fake_hsa.h"
+#include "expect_error.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {
@@ -27,16 +28,7 @@ namespace {
 
 const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
-template <typename Fn> Error expect_error(Fn fn)
-{
-	try {
-		fn();
-	} catch (const Error &e) {
-		return e;
-	}
-	ADD_FAILURE() << "no svmbatch::Error thrown";
-	return Error(0, Step::Open, "none");
-}
+using test::expect_error;
 
 bool have_kfd()
 {

@@ -15,6 +15,7 @@
 #include <svmbatch/svmbatch.hpp>
 
 #include "fake_cuda/fake_cuda.h"
+#include "expect_error.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {
@@ -27,35 +28,9 @@ CudaOptions fake()
 	return {SVMBATCH_FAKE_CUDA_PATH, 0};
 }
 
-template <typename Fn> Error expect_error(Fn fn)
-{
-	try {
-		fn();
-	} catch (const Error &e) {
-		return e;
-	}
-	ADD_FAILURE() << "no svmbatch::Error thrown";
-	return Error(0, Step::Open, "none");
-}
+using test::expect_error;
 
-/* Page-aligned anonymous memory, unmapped on destruction. */
-struct Pages {
-	char *p;
-	std::size_t len;
-	explicit Pages(std::size_t n) : len(n * page)
-	{
-		void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-		p = m == MAP_FAILED ? nullptr : static_cast<char *>(m);
-	}
-	~Pages()
-	{
-		if (p)
-			::munmap(p, len);
-	}
-	Pages(const Pages &) = delete;
-	Pages &operator=(const Pages &) = delete;
-};
+using Pages = test::MappedPages;
 
 TEST(CudaBackendLoad, NoDriverLibraryIsENODEV)
 {

@@ -18,6 +18,7 @@
 
 #include <svmbatch/svmbatch.hpp>
 
+#include "expect_error.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {
@@ -33,16 +34,7 @@ bool have_drm_nodes()
 	       !std::filesystem::is_empty("/dev/dri", ec);
 }
 
-template <typename Fn> Error expect_error(Fn fn)
-{
-	try {
-		fn();
-	} catch (const Error &e) {
-		return e;
-	}
-	ADD_FAILURE() << "no svmbatch::Error thrown";
-	return Error(0, Step::Open, "none");
-}
+using test::expect_error;
 
 TEST(DrmBackendOpen, AMissingNodeIsENOENT)
 {
@@ -118,10 +110,7 @@ class DrmBackendKernel : public DrmBackendVgem {
 protected:
 	void SetUp() override
 	{
-		if (test::mode_under_test() != Mode::Kernel)
-			GTEST_SKIP() << "needs the module (kernel mode runs in the guests)";
-		if (!test::kernel_available())
-			GTEST_SKIP() << "no /dev/svmbatch";
+		SVMBATCH_SKIP_UNLESS_KERNEL_MODE();
 		DrmBackendVgem::SetUp();
 		if (IsSkipped())
 			return;

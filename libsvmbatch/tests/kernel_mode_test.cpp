@@ -50,10 +50,7 @@ class KernelModeTest : public ::testing::Test {
 protected:
 	void SetUp() override
 	{
-		if (test::mode_under_test() != Mode::Kernel)
-			GTEST_SKIP() << "needs the module (kernel mode runs in the guests)";
-		if (!test::kernel_available())
-			GTEST_SKIP() << "no /dev/svmbatch";
+		SVMBATCH_SKIP_UNLESS_KERNEL_MODE();
 		ctx_.emplace(Mode::Kernel);
 		(void)test::quiet_vm_pin_kb();	/* earlier io_uring teardowns */
 	}

@@ -17,6 +17,7 @@
 
 #include <svmbatch/svmbatch.hpp>
 
+#include "expect_error.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {
@@ -39,16 +40,7 @@ protected:
 	std::unique_ptr<test::Ring> ring_;
 };
 
-Error expect_error(const std::function<void()> &fn)
-{
-	try {
-		fn();
-	} catch (const Error &e) {
-		return e;
-	}
-	ADD_FAILURE() << "no svmbatch::Error thrown";
-	return Error(0, Step::Open, "none");
-}
+using test::expect_error;
 
 TEST_F(ReaderTest, ThreeHundredScatteredRequestsLandByteForByte)
 {

@@ -22,6 +22,16 @@ Context make_context();
 /// Kernel mode tests: true when /dev/svmbatch is there (else GTEST_SKIP).
 bool kernel_available();
 
+/// In a test or SetUp(): skip unless the suite runs in kernel mode with the
+/// module there, saying which is missing.
+#define SVMBATCH_SKIP_UNLESS_KERNEL_MODE()                                                   \
+	do {                                                                                 \
+		if (::svmbatch::test::mode_under_test() != ::svmbatch::Mode::Kernel)          \
+			GTEST_SKIP() << "needs the module (kernel mode runs in the guests)"; \
+		if (!::svmbatch::test::kernel_available())                                   \
+			GTEST_SKIP() << "no /dev/svmbatch";                                  \
+	} while (0)
+
 /// VmPin of this process in kB (mm->pinned_vm).
 long vm_pin_kb();
 

@@ -19,6 +19,7 @@
 
 #include <svmbatch/svmbatch.hpp>
 
+#include "expect_error.hpp"
 #include "gpu_checksum.hpp"
 
 namespace svmbatch {
@@ -26,16 +27,7 @@ namespace {
 
 const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
-template <typename Fn> Error expect_error(Fn fn)
-{
-	try {
-		fn();
-	} catch (const Error &e) {
-		return e;
-	}
-	ADD_FAILURE() << "no svmbatch::Error thrown";
-	return Error(0, Step::Open, "none");
-}
+using test::expect_error;
 
 /* What the CUDA runtime says a host address is. */
 cudaMemoryType cuda_type(const void *p)
@@ -49,22 +41,7 @@ cudaMemoryType cuda_type(const void *p)
 	return a.type;
 }
 
-struct Pages {
-	char *p = nullptr;
-	std::size_t len;
-	explicit Pages(std::size_t n, int prot = PROT_READ | PROT_WRITE) : len(n * page)
-	{
-		void *m = ::mmap(nullptr, len, prot, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-		p = m == MAP_FAILED ? nullptr : static_cast<char *>(m);
-	}
-	~Pages()
-	{
-		if (p)
-			::munmap(p, len);
-	}
-	Pages(const Pages &) = delete;
-	Pages &operator=(const Pages &) = delete;
-};
+using Pages = test::MappedPages;
 
 class CudaDevice : public ::testing::Test {
 protected:

@@ -51,7 +51,7 @@ export PATH=$cuda/bin:$PATH
 cat "$OUT/env.txt"
 
 inc=(-Ilibsvmbatch/include -Iuapi -Ilibsvmbatch/src -Iexamples -I"$deps/include"
-	-I"$deps/include/libdrm" -I"$deps/include/hsa" -I"$cuda/include")
+	-I"$deps/include/libdrm" -I"$deps/include/hsa" -I"$cuda/include" -Ilibsvmbatch/tests)
 cxx=(g++ -std=c++20 -O2 -g -Wall -Wextra -Werror "${inc[@]}")
 libs=("$work/libsvmbatch.a" "$deps/lib/liburing.a" "$deps/lib/libdrm_amdgpu.a"
 	"$deps/lib/libdrm.a" -L"$cuda/lib64" -lcudart -ldl -lpthread)

@@ -1,0 +1,16 @@
+// SPDX-License-Identifier: MIT
+#include "dynamic_library.hpp"
+
+namespace svmbatch::detail {
+
+DynamicLibrary::DynamicLibrary(const std::string &name, const std::string &what)
+	: handle_(::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)), name_(name),
+	  what_(what)
+{
+	if (!handle_) {
+		const char *why = ::dlerror(); // NOLINT(concurrency-mt-unsafe): read at once
+		throw Error(ENODEV, Step::GpuOpen, "no " + what + ": " + (why ? why : name));
+	}
+}
+
+} // namespace svmbatch::detail
