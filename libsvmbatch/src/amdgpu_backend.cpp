@@ -2,8 +2,9 @@
 // AmdgpuBackend: dma-buf import and GPU VA mapping through libdrm_amdgpu.
 // Follows libdrm's amdgpu.h: amdgpu_device_initialize, amdgpu_bo_import
 // (amdgpu_bo_handle_type_dma_buf_fd), amdgpu_va_range_alloc
-// (amdgpu_gpu_va_range_general), amdgpu_bo_va_op (AMDGPU_VA_OP_MAP), and
-// the reverse on the way out.
+// (amdgpu_gpu_va_range_general, an alignment that is a multiple of
+// amdgpu_query_buffer_size_alignment's, as the header asks),
+// amdgpu_bo_va_op (AMDGPU_VA_OP_MAP), and the reverse on the way out.
 #include <svmbatch/amdgpu_backend.hpp>
 #include <svmbatch/error.hpp>
 #include <svmbatch/registration.hpp>
@@ -47,7 +48,8 @@ struct AmdgpuDevice {
 
 namespace {
 
-constexpr std::uint64_t huge_page = 2u << 20;
+constexpr std::uint64_t gpu_page = 4096;
+constexpr std::uint64_t huge_page = 2u << 20;	// the usual PTE fragment size
 
 /// What map() set up, undone in reverse: VA mapping, VA range, the BO.
 class AmdgpuImport final : public GpuMappingOwner {
@@ -79,6 +81,24 @@ private:
 int err_of(int r)
 {
 	return r < 0 ? -r : EIO;	// libdrm_amdgpu: -errno, or >0 AMD codes
+}
+
+/// VA alignment for an imported object of `size` bytes: a multiple of the
+/// GART page size (size_remote: the object lives in system memory), and
+/// of the PTE fragment size (size_local, usually 2 MiB) once the object is
+/// that large, so the GPU can use large TLB entries (what Mesa's
+/// amdgpu_get_optimal_alignment does for its imports).
+std::uint64_t va_alignment(amdgpu_device_handle dev, std::uint64_t size)
+{
+	amdgpu_buffer_size_alignments al{};
+
+	if (amdgpu_query_buffer_size_alignment(dev, &al) != 0)
+		al = {huge_page, gpu_page};
+	std::uint64_t align = std::max(al.size_remote, gpu_page);
+	std::uint64_t fragment = al.size_local ? al.size_local : huge_page;
+	if (size >= fragment)
+		align = std::max(align, fragment);
+	return align;
 }
 
 } // namespace
@@ -116,15 +136,25 @@ GpuMapping AmdgpuBackend::map(const Registration &registration)
 
 	if (int r = amdgpu_bo_import(dev_->handle, amdgpu_bo_handle_type_dma_buf_fd,
 				     static_cast<std::uint32_t>(dmabuf.fd()), &res))
-		throw Error(err_of(r), Step::GpuMap, "amdgpu_bo_import of the dma-buf",
+		throw Error(err_of(r), Step::GpuMap,
+			    "amdgpu_bo_import of the dma-buf into " + dev_->node->path +
+				    (r == -EACCES && !writable
+					     ? ": read-only buffers export a dma-buf for "
+					       "DMA_TO_DEVICE only, and amdgpu maps it bidirectionally"
+					     : ""),
 			    Error::no_index, r);
+	// The BO holds the dma-buf now; the fd closes when map() returns.
 	imp->bo = res.buf_handle;
 	imp->size = res.alloc_size;
-	// Huge-page aligned VA where the object is that large: fewer PTEs.
-	std::uint64_t align = imp->size >= huge_page ? huge_page : 4096;
+	std::uint64_t align = va_alignment(dev_->handle, imp->size);
 	if (int r = amdgpu_va_range_alloc(dev_->handle, amdgpu_gpu_va_range_general, imp->size,
 					  align, 0, &imp->va, &imp->va_handle, 0))
-		throw Error(err_of(r), Step::GpuMap, "amdgpu_va_range_alloc", Error::no_index, r);
+		throw Error(err_of(r), Step::GpuMap,
+			    "amdgpu_va_range_alloc of " + std::to_string(imp->size) + " bytes",
+			    Error::no_index, r);
+	// libdrm maps readable, writeable and executable whatever `flags`
+	// says; a read-only registration is expected to fail the import
+	// already (the attachment is mapped DMA_BIDIRECTIONAL).
 	if (int r = amdgpu_bo_va_op(imp->bo, 0, imp->size, imp->va, 0, AMDGPU_VA_OP_MAP))
 		throw Error(err_of(r), Step::GpuMap, "amdgpu_bo_va_op MAP", Error::no_index, r);
 	imp->mapped = true;

@@ -3,8 +3,8 @@
 // Follows hsa_ext_amd.h (ROCm 5.2, Debian's libhsa-runtime-dev):
 // hsa_amd_memory_lock_to_pool takes "a buffer allocated by C/C++ or OS
 // allocator", the agents to gain access, a "global memory pool owned by a
-// CPU agent" and flags 0; hsa_amd_interop_map_buffer takes the dma-buf fd
-// as interop_handle and flags 0.
+// CPU agent" and flags 0 ("reserved, must be 0"); hsa_amd_interop_map_buffer
+// takes the dma-buf fd as interop_handle and flags 0.
 #include <svmbatch/context.hpp>
 #include <svmbatch/error.hpp>
 #include <svmbatch/hsa_backend.hpp>
@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <vector>
 
 #include "hsa_runtime.hpp"
@@ -20,7 +21,7 @@ namespace svmbatch {
 
 namespace detail {
 
-/// The runtime, the GPU agents and the CPU pool that locking uses.
+/// The runtime, the GPU agents given access and the CPU pool to lock into.
 struct HsaState {
 	explicit HsaState(const std::string &library) : rt(library) {}
 
@@ -57,14 +58,28 @@ hsa_status_t collect_agent(hsa_agent_t agent, void *data)
 	return HSA_STATUS_SUCCESS;
 }
 
+/// A CPU agent's global pools, ranked for locking: fine-grained (coherent
+/// with the host, the pool HIP's hipHostRegister locks into), then the
+/// fine-grained kernarg pool (ROCR's may be uncached), then
+/// coarse-grained.  The flags are read only for HSA_AMD_SEGMENT_GLOBAL
+/// pools: the header leaves them undefined for other segments.
 struct PoolSearch {
+	static constexpr int none = 3;
+
 	const HsaRuntime *rt = nullptr;
-	hsa_amd_memory_pool_t fine{}, any{};
-	bool have_fine = false, have_any = false;
+	hsa_amd_memory_pool_t best{};
+	int rank = none;
 };
 
-/// Global pools of a CPU agent; fine-grained preferred (coherent with the
-/// host, what HIP's hipHostRegister uses).
+int pool_rank(std::uint32_t flags)
+{
+	if (flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED)
+		return (flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT) ? 1 : 0;
+	if (flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED)
+		return 2;
+	return PoolSearch::none;	// e.g. newer runtimes' extended-scope pool
+}
+
 hsa_status_t collect_pool(hsa_amd_memory_pool_t pool, void *data)
 {
 	auto *s = static_cast<PoolSearch *>(data);
@@ -78,18 +93,23 @@ hsa_status_t collect_pool(hsa_amd_memory_pool_t pool, void *data)
 	if (s->rt->memory_pool_get_info(pool, HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS, &flags) !=
 	    HSA_STATUS_SUCCESS)
 		return HSA_STATUS_SUCCESS;
-	if ((flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED) && !s->have_fine) {
-		s->fine = pool;
-		s->have_fine = true;
-	}
-	if (!s->have_any) {
-		s->any = pool;
-		s->have_any = true;
+	if (int rank = pool_rank(flags); rank < s->rank) {
+		s->best = pool;
+		s->rank = rank;
 	}
 	return HSA_STATUS_SUCCESS;
 }
 
-/// Undoes map(): the interop mapping, or every locked range.
+std::string hex(std::uint64_t v)
+{
+	char buf[24];
+
+	std::snprintf(buf, sizeof(buf), "0x%llx", static_cast<unsigned long long>(v));
+	return buf;
+}
+
+/// Undoes map(): the interop mapping, or every locked range, newest first.
+/// Holds the state, so the runtime stays initialized and loaded.
 class HsaAccess final : public GpuMappingOwner {
 public:
 	explicit HsaAccess(std::shared_ptr<const HsaState> s) : s_(std::move(s)) {}
@@ -132,21 +152,38 @@ HsaBackend::HsaBackend(const HsaOptions &options) : prefer_dmabuf_(options.prefe
 			    Error::no_index, st);
 	if (agents.gpus.empty())
 		throw Error(ENODEV, Step::GpuOpen, "the HSA runtime has no GPU agent");
+	if (options.gpus.empty()) {
+		s->gpus = agents.gpus;
+	} else {
+		for (std::size_t i : options.gpus) {
+			if (i >= agents.gpus.size())
+				throw Error(ENODEV, Step::GpuOpen,
+					    "no GPU agent " + std::to_string(i) + " (the HSA runtime has " +
+						    std::to_string(agents.gpus.size()) + ")");
+			auto same = [&](hsa_agent_t a) { return a.handle == agents.gpus[i].handle; };
+			if (std::any_of(s->gpus.begin(), s->gpus.end(), same))
+				throw Error(EINVAL, Step::GpuOpen,
+					    "GPU agent " + std::to_string(i) + " is chosen twice");
+			s->gpus.push_back(agents.gpus[i]);
+		}
+	}
+	// The first CPU agent with a usable pool (ROCclr picks the one nearest
+	// the GPU; any CPU agent's system memory pool can lock any host page).
 	for (hsa_agent_t cpu : agents.cpus) {
 		PoolSearch search{&s->rt};
 		s->rt.iterate_memory_pools(cpu, collect_pool, &search);
-		if (search.have_fine || search.have_any) {
-			s->cpu_pool = search.have_fine ? search.fine : search.any;
+		if (search.rank != PoolSearch::none) {
+			s->cpu_pool = search.best;
 			s->have_pool = true;
 			break;
 		}
 	}
-	for (hsa_agent_t gpu : agents.gpus) {
-		char name[64] = {};
+	for (hsa_agent_t gpu : s->gpus) {
+		char name[64] = {};	// HSA_AGENT_INFO_NAME: char[64]
 		s->rt.agent_get_info(gpu, HSA_AGENT_INFO_NAME, name);
+		name[sizeof(name) - 1] = '\0';
 		s->gpu_names.emplace_back(name);
 	}
-	s->gpus = std::move(agents.gpus);
 	state_ = std::move(s);
 }
 
@@ -165,6 +202,7 @@ GpuMapping HsaBackend::map(const Registration &registration)
 	auto access = std::make_unique<HsaAccess>(state_);
 	std::vector<hsa_agent_t> gpus = state_->gpus;	// the API takes a non-const array
 	std::vector<std::uint64_t> addresses(buffers.size());
+	std::string refused;
 
 	if (prefer_dmabuf_ && registration.mode() == Mode::Kernel) {
 		bool writable = std::all_of(buffers.begin(), buffers.end(), [](const Buffer &b) {
@@ -173,22 +211,34 @@ GpuMapping HsaBackend::map(const Registration &registration)
 		access->dmabuf = registration.export_dmabuf(writable);
 		std::size_t size = 0;
 		void *ptr = nullptr;
-		if (rt.interop_map_buffer(static_cast<std::uint32_t>(gpus.size()), gpus.data(),
-					  access->dmabuf.fd(), 0, &size, &ptr, nullptr,
-					  nullptr) == HSA_STATUS_SUCCESS) {
+		hsa_status_t st = rt.interop_map_buffer(static_cast<std::uint32_t>(gpus.size()),
+							gpus.data(), access->dmabuf.fd(), 0, &size,
+							&ptr, nullptr, nullptr);
+		if (st == HSA_STATUS_SUCCESS) {
 			access->interop_ptr = ptr;
-			for (std::size_t i = 0; i < buffers.size(); i++)
+			std::size_t needed = 0;
+			for (std::size_t i = 0; i < buffers.size(); i++) {
+				needed = std::max(needed, registration.dmabuf_offset(i) + buffers[i].len);
 				addresses[i] = reinterpret_cast<std::uintptr_t>(ptr) +
 					       registration.dmabuf_offset(i);
+			}
+			if (size < needed)	// the owner unmaps it
+				throw Error(EIO, Step::GpuMap,
+					    "hsa_amd_interop_map_buffer mapped " + std::to_string(size) +
+						    " bytes of a " + std::to_string(needed) +
+						    "-byte dma-buf");
 			last_path_ = "dmabuf";
 			return {name(), GpuAddressKind::DevicePointer, std::move(addresses),
 				std::move(access)};
 		}
-		// Older runtimes and kernels import only amdgpu's own dma-bufs.
+		// KFD imports only dma-bufs that amdgpu exported (its
+		// GET_DMABUF_INFO asks the exporter's GPU): lock instead.
+		refused = "; the dma-buf interop was refused first: " + rt.describe(st);
 		access->dmabuf = DmaBuf();
 	}
 	if (!state_->have_pool)
-		throw Error(ENODEV, Step::GpuMap, "no CPU agent with a global memory pool to lock into");
+		throw Error(ENODEV, Step::GpuMap,
+			    "no CPU agent has a global memory pool to lock into" + refused);
 
 	std::vector<std::size_t> first_buffer(ranges.size(), Error::no_index);
 	for (std::size_t i = buffers.size(); i-- > 0;)
@@ -204,8 +254,10 @@ GpuMapping HsaBackend::map(const Registration &registration)
 			access->release();	// ranges 0..r-1
 			throw Error(detail::hsa_errno(st), Step::GpuMap,
 				    "hsa_amd_memory_lock_to_pool of range " + std::to_string(r) +
-					    " (" + std::to_string(ranges[r].len) + " bytes): " +
-					    rt.describe(st),
+					    " (" + std::to_string(ranges[r].len) + " bytes at " +
+					    hex(ranges[r].addr) + ", from caller buffer " +
+					    std::to_string(first_buffer[r]) + "): " + rt.describe(st) +
+					    refused,
 				    first_buffer[r], st);
 		}
 		access->locked.push_back(host);

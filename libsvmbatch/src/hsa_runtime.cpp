@@ -6,38 +6,34 @@
 
 #include <svmbatch/error.hpp>
 
-#include "dynamic_library.hpp"
-
 namespace svmbatch::detail {
 
-HsaRuntime::HsaRuntime(std::string lib_name) : library(std::move(lib_name))
+HsaRuntime::HsaRuntime(std::string lib_name)
+	: lib_(lib_name, "HSA runtime"), library(std::move(lib_name))
 {
-	DynamicLibrary lib(library, "HSA runtime");
+	lib_.resolve(init, "hsa_init");
+	lib_.resolve(shut_down, "hsa_shut_down");
+	lib_.resolve(status_string, "hsa_status_string");
+	lib_.resolve(iterate_agents, "hsa_iterate_agents");
+	lib_.resolve(agent_get_info, "hsa_agent_get_info");
+	lib_.resolve(iterate_memory_pools, "hsa_amd_agent_iterate_memory_pools");
+	lib_.resolve(memory_pool_get_info, "hsa_amd_memory_pool_get_info");
+	lib_.resolve(memory_lock_to_pool, "hsa_amd_memory_lock_to_pool");
+	lib_.resolve(memory_unlock, "hsa_amd_memory_unlock");
+	lib_.resolve(interop_map_buffer, "hsa_amd_interop_map_buffer");
+	lib_.resolve(interop_unmap_buffer, "hsa_amd_interop_unmap_buffer");
 
-	lib.resolve(init, "hsa_init");
-	lib.resolve(shut_down, "hsa_shut_down");
-	lib.resolve(status_string, "hsa_status_string");
-	lib.resolve(iterate_agents, "hsa_iterate_agents");
-	lib.resolve(agent_get_info, "hsa_agent_get_info");
-	lib.resolve(iterate_memory_pools, "hsa_amd_agent_iterate_memory_pools");
-	lib.resolve(memory_pool_get_info, "hsa_amd_memory_pool_get_info");
-	lib.resolve(memory_lock_to_pool, "hsa_amd_memory_lock_to_pool");
-	lib.resolve(memory_unlock, "hsa_amd_memory_unlock");
-	lib.resolve(interop_map_buffer, "hsa_amd_interop_map_buffer");
-	lib.resolve(interop_unmap_buffer, "hsa_amd_interop_unmap_buffer");
-
-	hsa_status_t s = init();
-	if (s != HSA_STATUS_SUCCESS)
+	// A failed hsa_init leaves the runtime's reference count alone: no
+	// hsa_shut_down is owed, and the destructor does not run.
+	if (hsa_status_t s = init(); s != HSA_STATUS_SUCCESS)
 		throw Error(ENODEV, Step::GpuOpen,
 			    "hsa_init: " + describe(s) + " (no /dev/kfd, or no AMD GPU)",
 			    Error::no_index, s);
-	initialized_ = true;
 }
 
 HsaRuntime::~HsaRuntime()
 {
-	if (initialized_)
-		shut_down();
+	shut_down();
 }
 
 std::string HsaRuntime::describe(hsa_status_t status) const
@@ -45,12 +41,25 @@ std::string HsaRuntime::describe(hsa_status_t status) const
 	const char *text = nullptr;
 	char code[16];
 
+	// hsa_status_string works before hsa_init succeeded (ROCR checks no
+	// runtime state); an unknown status leaves text unset.
 	if (status_string(status, &text) != HSA_STATUS_SUCCESS || !text)
 		text = "unknown HSA status";
 	std::snprintf(code, sizeof(code), "0x%x", static_cast<unsigned>(status));
 	return std::string(text) + " (" + code + ")";
 }
 
+// hsa_status_t -> errno, from the @retval lists of hsa.h / hsa_ext_amd.h:
+//   HSA_STATUS_SUCCESS                        0
+//   HSA_STATUS_ERROR_OUT_OF_RESOURCES         ENOMEM  (ROCR also reports a
+//                                                      failed pin this way)
+//   HSA_STATUS_ERROR_INVALID_ARGUMENT         EINVAL
+//   HSA_STATUS_ERROR_INVALID_MEMORY_POOL      EINVAL  (pool not a CPU agent's)
+//   HSA_STATUS_ERROR_INVALID_ALLOCATION       EFAULT  (not the runtime's memory)
+//   HSA_STATUS_ERROR_INVALID_AGENT            ENODEV
+//   HSA_STATUS_ERROR_NOT_INITIALIZED          ENODEV
+//   anything else (HSA_STATUS_ERROR, ...)     EIO
+// Construction failures are ENODEV whatever the status (a missing device).
 int hsa_errno(hsa_status_t status)
 {
 	switch (static_cast<int>(status)) {

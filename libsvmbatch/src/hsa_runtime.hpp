@@ -8,12 +8,17 @@
 
 #include <string>
 
+#include "dynamic_library.hpp"
+
 namespace svmbatch::detail {
 
 /// libhsa-runtime64, loaded and initialized (hsa_init) for as long as this
-/// lives; hsa_shut_down in the destructor balances it.  Never unloaded
-/// (RTLD_NODELETE), like libcuda.
+/// lives.  The destructor calls hsa_shut_down once, balancing hsa_init,
+/// and only then drops the library (dlclose; RTLD_NODELETE keeps the code
+/// mapped for the runtime's own threads and atexit handlers).
 struct HsaRuntime {
+	/// Error(ENODEV, Step::GpuOpen): the library does not load, lacks an
+	/// entry point, or hsa_init fails (driver_status() = its status).
 	explicit HsaRuntime(std::string library);
 	HsaRuntime(const HsaRuntime &) = delete;
 	HsaRuntime &operator=(const HsaRuntime &) = delete;
@@ -21,6 +26,10 @@ struct HsaRuntime {
 	HsaRuntime &operator=(HsaRuntime &&) = delete;
 	~HsaRuntime();
 
+private:
+	DynamicLibrary lib_;	// first: destroyed last, after hsa_shut_down
+
+public:
 	std::string library;
 	decltype(&::hsa_init) init = nullptr;
 	decltype(&::hsa_shut_down) shut_down = nullptr;
@@ -34,17 +43,13 @@ struct HsaRuntime {
 	decltype(&::hsa_amd_interop_map_buffer) interop_map_buffer = nullptr;
 	decltype(&::hsa_amd_interop_unmap_buffer) interop_unmap_buffer = nullptr;
 
-	/// "HSA_STATUS_ERROR_OUT_OF_RESOURCES: ..." (hsa_status_string) + code.
+	/// "HSA_STATUS_ERROR_OUT_OF_RESOURCES: ... (0x1008)": hsa_status_string's
+	/// text and the code.
 	std::string describe(hsa_status_t status) const;
-
-private:
-	bool initialized_ = false;
 };
 
-/// The errno closest to an hsa_status_t:
-///   OUT_OF_RESOURCES -> ENOMEM, INVALID_ARGUMENT / INVALID_MEMORY_POOL ->
-///   EINVAL, INVALID_ALLOCATION -> EFAULT, INVALID_AGENT / NOT_INITIALIZED
-///   -> ENODEV, anything else -> EIO.
+/// The errno closest to an hsa_status_t (the table is in hsa_runtime.cpp
+/// and Documentation/amd.rst).
 int hsa_errno(hsa_status_t status);
 
 } // namespace svmbatch::detail

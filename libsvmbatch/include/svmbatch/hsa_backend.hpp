@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 #pragma once
 
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,20 +22,26 @@ struct HsaOptions {
 	/// hsa_amd_interop_map_buffer first, and lock the ranges only if the
 	/// runtime refuses it.  Userspace mode always locks.
 	bool prefer_dmabuf = true;
+	/// The GPU agents that get access, as indices into the runtime's GPU
+	/// agents in hsa_iterate_agents order; empty: all of them.
+	std::vector<std::size_t> gpus;
 };
 
 /// AMD GPUs through ROCm's HSA runtime, loaded at run time.  map() gives
-/// every GPU agent access to the buffers, either through the dma-buf
-/// (kernel mode, hsa_amd_interop_map_buffer: one mapping of all pages)
-/// or by hsa_amd_memory_lock_to_pool of each merged range into the CPU
-/// agent's fine-grained global pool; locking is transactional: if range k
-/// fails, ranges 0..k-1 are unlocked before the Error (with the
+/// the chosen GPU agents access to the buffers, either through the
+/// dma-buf (kernel mode, hsa_amd_interop_map_buffer: one mapping of all
+/// pages) or by hsa_amd_memory_lock_to_pool of each merged range into the
+/// CPU agent's fine-grained global pool; locking is transactional: if
+/// range k fails, ranges 0..k-1 are unlocked before the Error (with the
 /// hsa_status_t) is thrown.  address(i) is the agent pointer of caller
-/// buffer i.  Never run on AMD hardware here: see Documentation/amd.rst.
+/// buffer i.  The runtime stays initialized and loaded while the backend
+/// or any of its mappings lives.  Never run on AMD hardware here: see
+/// Documentation/amd.rst.
 class SVMBATCH_API HsaBackend final : public GpuBackend {
 public:
 	/// Error(ENODEV, Step::GpuOpen) without the runtime, when hsa_init
-	/// fails (no /dev/kfd), or with no GPU agent.
+	/// fails (no /dev/kfd), with no GPU agent, or with an index in
+	/// options.gpus past the last GPU agent; EINVAL for a repeated index.
 	explicit HsaBackend(const HsaOptions &options = {});
 	HsaBackend(const HsaBackend &) = delete;
 	HsaBackend &operator=(const HsaBackend &) = delete;
