@@ -222,7 +222,7 @@ main() {
 		-o "$WORK/initramfs.gz" --tests "${TESTS[@]}"
 
 	local attempt verdict rc
-	for attempt in 1 2; do
+	for attempt in 1 2 3; do
 		boot_guest "$vmlinuz" "$WORK/initramfs.gz"
 		JUDGED=1
 		verdict=$WORK/verdict
@@ -232,13 +232,14 @@ main() {
 			"$LOG" >"$verdict" || rc=$?
 		# A splat while the kernel boots, before /init ran and so before
 		# svmbatch.ko was loaded, is the kernel's own (seen: an early
-		# interrupt under TCG tripping KASAN at 0.004 s).  Boot once
-		# more, keep that console, and say so; a second one fails.
-		if ((rc != 0 && attempt == 1)) && splat_before_init "$LOG"; then
-			mv "$LOG" "$LOG.boot-splat"
+		# interrupt under TCG tripping KASAN at 0.004 s; /init then ends
+		# the boot at once).  Boot again, up to three boots, keep that
+		# console, and say so; a failure of the last boot fails.
+		if ((rc != 0 && attempt < 3)) && splat_before_init "$LOG"; then
+			mv "$LOG" "$LOG.boot-splat-$attempt"
 			echo "run.sh: kernel splat during boot, before /init and svmbatch.ko:" \
-				"$(splat_before_init "$LOG.boot-splat" print)" >&2
-			echo "run.sh: console kept as $LOG.boot-splat; booting again" >&2
+				"$(splat_before_init "$LOG.boot-splat-$attempt" print)" >&2
+			echo "run.sh: console kept as $LOG.boot-splat-$attempt; booting again" >&2
 			continue
 		fi
 		cat "$verdict"
