@@ -24,8 +24,9 @@ SELFTESTS_OUT := $(BUILD)/selftests
 # ASan + UBSan build for the host tests.
 LIB_OUT := $(BUILD)/lib
 LIB_ASAN_OUT := $(BUILD)/lib-asan
+LIB_PREFIX := /usr/local
 CMAKE_LIB = cmake -S libsvmbatch -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-	-DCMAKE_INSTALL_PREFIX=/usr/local $(2) >/dev/null && cmake --build $(1) -j$$(nproc)
+	-DCMAKE_INSTALL_PREFIX=$(LIB_PREFIX) $(2) >/dev/null && cmake --build $(1) -j$$(nproc)
 
 # ABI (e.g. 6.12.117+deb12-amd64) of the kernel family $(KERNEL)
 abi = $(shell tools/vmtest/kernels.sh abi $(1))
@@ -174,14 +175,29 @@ bench-kmod: ksrc
 	tools/bench/run-kmod-bench.sh $(BENCH_KERNEL) \
 		$(BUILD)/kmod/$(call abi,$(BENCH_KERNEL))/release/svmbatch.ko $(BUILD)/bench/kmod_bench
 
+# What the svmbatch command's guest tests (tools/cli/cli_guest_test.sh,
+# packaging/udev_rule_test.sh) call by path: the command (ASan build), its
+# test helper, examples/quickstart.cpp, one selftest where the command looks for them, the udev rule
+# with the host's udev, and setpriv.
+VMTEST_CLI_FILES := \
+	--file $(LIB_ASAN_OUT)/cli/svmbatch:/usr/bin/svmbatch \
+	--file $(LIB_ASAN_OUT)/cli/hold_registration:/usr/libexec/svmbatch/tests/hold_registration \
+	--file $(LIB_ASAN_OUT)/examples/quickstart:/usr/libexec/svmbatch/tests/quickstart \
+	--file $(SELFTESTS_OUT)/svmbatch_errno:$(LIB_PREFIX)/libexec/svmbatch/selftests/svmbatch_errno \
+	--file packaging/60-svmbatch.rules:/usr/lib/udev/rules.d/60-svmbatch.rules \
+	--file /lib/systemd/systemd-udevd:/lib/systemd/systemd-udevd \
+	--file /usr/bin/udevadm:/usr/bin/udevadm \
+	--file /usr/bin/setpriv:/usr/bin/setpriv
+
 # One guest: the fault-injection build of the module and every selftest.
 # The library's googletest binary (the host's ASan build) runs there too,
-# in kernel mode.
+# in kernel mode, and so do the svmbatch command's and the udev rule's tests.
 vmtest-one: kmod-one selftests lib-asan
 	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/test/svmbatch.ko \
-		$(VMTEST_ARGS_$(KERNEL)) --log $(BUILD)/vmtest/$(KERNEL).log \
+		$(VMTEST_ARGS_$(KERNEL)) --log $(BUILD)/vmtest/$(KERNEL).log $(VMTEST_CLI_FILES) \
 		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort) \
-		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests
+		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests \
+		tools/cli/cli_guest_test.sh packaging/udev_rule_test.sh
 
 vmtest:
 	@rc=0; for k in $(KERNELS); do $(MAKE) --no-print-directory vmtest-one KERNEL=$$k || rc=1; done; exit $$rc

@@ -5,7 +5,8 @@
 # check, as root; it installs and then purges them on this machine):
 # build them (make deb), install them with apt, let DKMS build the module
 # for the 6.1 and 6.12 headers, boot a guest of each kernel with the
-# DKMS-built module running the INSTALLED selftests, build a consumer
+# DKMS-built module running the INSTALLED selftests, the installed svmbatch
+# command's guest tests and the installed udev rule, build a consumer
 # against the installed libsvmbatch-dev with pkg-config and with
 # find_package(svmbatch), run the installed svmbatch command, then purge
 # everything and check that nothing is left.  Prints TAP.
@@ -36,8 +37,11 @@ purge() {
 	apt-get -q=2 purge -y "${pkgs[@]}" </dev/null || true
 }
 
+# As Documentation/quickstart.rst: the build dependencies from
+# debian/control, then make deb.
 build() {
-	make --no-print-directory deb && ls build/deb/*.deb
+	DEBIAN_FRONTEND=noninteractive apt-get -q=2 build-dep -y ./ </dev/null &&
+		make --no-print-directory deb && ls build/deb/*.deb
 }
 
 install_pkgs() {
@@ -62,11 +66,25 @@ dkms_kernel() {
 		modinfo -k "$abi" -F vermagic svmbatch | grep -q "^$abi "
 }
 
-# guest KERNEL: the DKMS-built module and the installed selftests in a guest.
+# Programs the guest tests run, built against the installed libsvmbatch-dev:
+# the command's test helper, and the quickstart program exactly as
+# Documentation/quickstart.rst builds it.
+guest_programs() {
+	[[ -x $work/hold_registration && -x $work/quickstart ]] && return 0
+	g++ -std=c++20 -Wall -Wextra -Werror tools/cli/hold_registration.cpp \
+		$(pkg-config --cflags --libs svmbatch) -o "$work/hold_registration" &&
+		g++ -std=c++20 examples/quickstart.cpp $(pkg-config --cflags --libs svmbatch) \
+			-o "$work/quickstart"
+}
+
+# guest KERNEL: the DKMS-built module, the installed selftests, and the
+# installed command and udev rule (tools/cli/cli_guest_test.sh,
+# packaging/udev_rule_test.sh) in a guest.
 guest() {
-	local abi ko
+	local abi ko dir=/usr/libexec/svmbatch/selftests
 	abi=$(tools/vmtest/kernels.sh abi "$1") || return 1
 	ko=$(modinfo -k "$abi" -n svmbatch) || return 1
+	guest_programs || return 1
 	echo "DKMS module: $ko"
 	case $ko in	# busybox insmod reads only uncompressed modules
 	*.xz) xz -dc "$ko" >"$work/svmbatch-$1.ko" ;;
@@ -75,9 +93,20 @@ guest() {
 	esac
 	tools/vmtest/run.sh --kernel "$1" --module "$work/svmbatch-$1.ko" \
 		--timeout 1200 --test-timeout 400 --log "$work/guest-$1.console" \
-		$(find /usr/libexec/svmbatch/selftests -type f -executable | sort) |
+		--file /usr/bin/svmbatch:/usr/bin/svmbatch \
+		--file "$work/hold_registration:/usr/libexec/svmbatch/tests/hold_registration" \
+		--file "$work/quickstart:/usr/libexec/svmbatch/tests/quickstart" \
+		--file "$dir/svmbatch_errno:$dir/svmbatch_errno" \
+		--file /usr/lib/udev/rules.d/60-svmbatch.rules:/usr/lib/udev/rules.d/60-svmbatch.rules \
+		--file /lib/systemd/systemd-udevd:/lib/systemd/systemd-udevd \
+		--file /usr/bin/udevadm:/usr/bin/udevadm \
+		--file /usr/bin/setpriv:/usr/bin/setpriv \
+		$(find "$dir" -type f -executable | sort) \
+		tools/cli/cli_guest_test.sh packaging/udev_rule_test.sh |
 		tee "$work/guest-$1.out"
-	grep -qE "^vmtest $1: [0-9]+ passed, 0 failed, [0-9]+ skipped$" "$work/guest-$1.out"
+	grep -qE "^vmtest $1: [0-9]+ passed, 0 failed, [0-9]+ skipped$" "$work/guest-$1.out" &&
+		grep -qE "PASS +cli_guest_test.sh .* 16 passed, 0 failed" "$work/guest-$1.out" &&
+		grep -qE "PASS +udev_rule_test.sh .* 8 passed, 0 failed" "$work/guest-$1.out"
 }
 
 consumer_pkg_config() {

@@ -17,7 +17,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 PACKAGES=(
 	build-essential bc kmod cpio xz-utils libelf-dev sparse
-	qemu-system-x86 busybox-static e2fsprogs
+	qemu-system-x86 busybox-static e2fsprogs udev util-linux
 	liburing-dev linux-source-6.12 cmake libgtest-dev pkg-config g++ clang-tidy
 	libdrm-dev libhsa-runtime-dev python3-sphinx libcli11-dev gnuplot-nox
 	debhelper dh-dkms dkms dpkg-dev fakeroot adduser

@@ -4,11 +4,13 @@
 # Build the guest initramfs (gzip'd newc cpio) for tools/vmtest/run.sh.
 #
 # usage: mkinitramfs.sh --kernel-dir DIR --module PATH|none -o OUT
-#                       [--kmod NAME]... [--tests FILE...]
+#                       [--kmod NAME]... [--file SRC:DST]... [--tests FILE...]
 #
 #   --kernel-dir  tree printed by `kernels.sh fetch` (boot/ + lib/modules/<abi>/)
 #   --module      svmbatch.ko for that ABI; "none" only for runner self-tests
 #   --kmod        extra kernel module to ship and load (repeatable)
+#   --file        file SRC (symlinks followed) at absolute path DST, with its
+#                 shared libraries (repeatable)
 #   --tests       test executables, run in the given order; everything after
 #                 --tests is taken as a test
 #
@@ -32,7 +34,7 @@ die() {
 }
 
 usage() {
-	sed -n '5,11s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '5,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 
@@ -125,6 +127,20 @@ install_tests() {
 	done
 }
 
+# Extra files (--file SRC:DST) that tests call by path.
+install_files() {
+	local spec src dst
+	for spec in "${FILES[@]}"; do
+		src=${spec%%:*} dst=${spec#*:}
+		[[ $spec == *:* && -f $src && $dst == /* ]] ||
+			die "--file $spec: want SRC:DST, an existing SRC and an absolute DST"
+		[[ -e $ROOT$dst ]] && die "--file $spec: $dst is shipped already"
+		mkdir -p "$ROOT$(dirname "$dst")"
+		cp -L "$src" "$ROOT$dst"
+		copy_libs "$src"
+	done
+}
+
 install_svmbatch() {
 	[[ $MODULE == none ]] && return 0
 	[[ -f $MODULE ]] || die "module $MODULE not found"
@@ -169,12 +185,13 @@ pack() {
 }
 
 main() {
-	KDIR='' MODULE='' OUT='' TESTS=() EXTRA_KMODS=()
+	KDIR='' MODULE='' OUT='' TESTS=() EXTRA_KMODS=() FILES=()
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--kernel-dir) KDIR=$2; shift 2 ;;
 		--module) MODULE=$2; shift 2 ;;
 		--kmod) EXTRA_KMODS+=("$2"); shift 2 ;;
+		--file) FILES+=("$2"); shift 2 ;;
 		-o | --out) OUT=$2; shift 2 ;;
 		--tests) shift; TESTS=("$@"); break ;;
 		*) usage ;;
@@ -190,11 +207,14 @@ main() {
 
 	ROOT=$(mktemp -d)
 	trap 'rm -rf "$ROOT"' EXIT
+	# mktemp's 0700 would become the guest's /: tests run as other users too.
+	chmod 755 "$ROOT"
 	mkdir -p "$ROOT"/{etc/vmtest,proc,sys,tmp,mnt/wb,tests,lib/modules/"$ABI"}
 	: >"$ROOT/etc/vmtest/kmods"
 
 	install_busybox
 	install_tests
+	install_files
 	local m
 	for m in "${BASE_KMODS[@]}" "${EXTRA_KMODS[@]}"; do
 		add_kmod "$m"

@@ -5,7 +5,7 @@
 #
 # usage: run.sh --kernel 6.1|6.12 --module PATH|none [--timeout S]
 #               [--test-timeout S] [--log FILE] [--mem MB] [--cmdline EXTRA]
-#               [--kmod NAME]... [--verbose] TEST_EXECUTABLE...
+#               [--kmod NAME]... [--file SRC:DST]... [--verbose] TEST_EXECUTABLE...
 #
 #   --module        svmbatch.ko built for that kernel; "none" skips insmod and
 #                   rmmod (runner self-tests only)
@@ -16,6 +16,8 @@
 #   --cmdline       appended to the kernel command line; svmbatch.X=Y is
 #                   passed to insmod svmbatch as X=Y
 #   --kmod          extra kernel module to ship and modprobe (repeatable)
+#   --file          also ship file SRC as DST in the guest, with its shared
+#                   libraries (repeatable; for what tests call by path)
 #   --verbose       also stream the console to stderr while it runs
 #
 # Environment: SVMBATCH_ACCEL=tcg|kvm skips the KVM probe; SVMBATCH_CACHE
@@ -49,7 +51,7 @@ die() {
 
 parse_args() {
 	KERNEL='' MODULE='' TIMEOUT=1500 TEST_TIMEOUT=900 LOG='' MEM=2048
-	EXTRA_CMDLINE='' VERBOSE=0 KMODS=() TESTS=()
+	EXTRA_CMDLINE='' VERBOSE=0 KMODS=() FILES=() TESTS=()
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--kernel) KERNEL=$2; shift 2 ;;
@@ -60,6 +62,7 @@ parse_args() {
 		--mem) MEM=$2; shift 2 ;;
 		--cmdline) EXTRA_CMDLINE=$2; shift 2 ;;
 		--kmod) KMODS+=(--kmod "$2"); shift 2 ;;
+		--file) FILES+=(--file "$2"); shift 2 ;;
 		--verbose) VERBOSE=1; shift ;;
 		--) shift; TESTS+=("$@"); break ;;
 		-*) usage ;;
@@ -218,7 +221,7 @@ main() {
 	choose_accel "$vmlinuz"
 
 	WORK=$(mktemp -d)
-	"$HERE/mkinitramfs.sh" --kernel-dir "$kdir" --module "$MODULE" "${KMODS[@]}" \
+	"$HERE/mkinitramfs.sh" --kernel-dir "$kdir" --module "$MODULE" "${KMODS[@]}" "${FILES[@]}" \
 		-o "$WORK/initramfs.gz" --tests "${TESTS[@]}"
 
 	local attempt verdict rc
