@@ -19,6 +19,7 @@ KSRC_TAR ?= /usr/src/linux-source-6.12.tar.xz
 KSRC := $(BUILD)/linux-source
 KSFT_DIR := $(KSRC)/tools/testing/selftests
 CHECKPATCH := $(KSRC)/scripts/checkpatch.pl
+KERNEL_DOC := $(KSRC)/scripts/kernel-doc
 SELFTESTS_OUT := $(BUILD)/selftests
 # libsvmbatch: a release build (guest tests, demo, benchmarks) and an
 # ASan + UBSan build for the host tests.
@@ -33,7 +34,7 @@ abi = $(shell tools/vmtest/kernels.sh abi $(1))
 KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 
 .PHONY: lib lib-asan lib-test lib-tidy install bench-lib htmldocs deb
-.PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest bench-kmod \
+.PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest bench-kmod kernel-doc \
 	vmtest-one uapi-check checkpatch ksrc clean help
 
 all: kmod selftests lib
@@ -64,7 +65,10 @@ deb:
 	ls $(BUILD)/deb/*.deb
 
 # Documentation/ as HTML (Sphinx; warnings are errors).
-htmldocs:
+# uapi.rst includes the header's kernel-doc, extracted here.
+htmldocs: ksrc
+	mkdir -p $(BUILD)/htmldocs-gen
+	perl $(KERNEL_DOC) -rst uapi/linux/svmbatch.h >$(BUILD)/htmldocs-gen/svmbatch-h.rst
 	sphinx-build -W --keep-going -q -b html Documentation $(BUILD)/htmldocs
 
 # Install the library (DESTDIR=... honoured) from the release build.
@@ -86,6 +90,7 @@ help:
 	@echo "make bench-kmod kernel benchmark in a guest (BENCH_KERNEL=$(BENCH_KERNEL))"
 	@echo "make deb      the Debian packages into build/deb (DKMS, library, -dev, tools)"
 	@echo "make htmldocs Documentation/ as HTML into build/htmldocs (Sphinx, -W)"
+	@echo "make kernel-doc  kernel-doc -Wall of the module and the uapi header"
 	@echo "make clean"
 
 check:
@@ -96,11 +101,13 @@ deps:
 
 # Pieces of Debian's linux-source-6.12 that the headers packages lack:
 # checkpatch and the kselftest harness.  Extracted once, never committed.
-ksrc: $(KSRC)/.stamp
-$(KSRC)/.stamp: $(KSRC_TAR)
+# The stamp's name changes with the list of files (a new name extracts again).
+ksrc: $(KSRC)/.stamp-kernel-doc
+$(KSRC)/.stamp-kernel-doc: $(KSRC_TAR)
 	rm -rf $(KSRC) && mkdir -p $(KSRC)
 	tar -xJf $(KSRC_TAR) -C $(KSRC) --strip-components=1 --wildcards \
 		'linux-source-6.12/scripts/checkpatch.pl' \
+		'linux-source-6.12/scripts/kernel-doc' \
 		'linux-source-6.12/scripts/spelling.txt' \
 		'linux-source-6.12/scripts/const_structs.checkpatch' \
 		'linux-source-6.12/tools/testing/selftests/kselftest*' \
@@ -159,6 +166,13 @@ checkpatch: ksrc
 	perl $(CHECKPATCH) --strict --no-tree --terse --show-types \
 		--ignore MACRO_WITH_FLOW_CONTROL,MACRO_ARG_REUSE,ENOSYS -f \
 		selftests/svmbatch/*.c selftests/svmbatch/*.h
+
+# The kernel-doc comments of the module and the uapi header: complete
+# (every parameter, member and return value), no warning.
+kernel-doc: ksrc
+	@out=$$(perl $(KERNEL_DOC) -none -Wall uapi/linux/svmbatch.h kmod/*.c kmod/*.h 2>&1); \
+	if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; \
+	echo "kernel-doc: no warnings in uapi/linux/svmbatch.h kmod/*.[ch]"
 
 selftests: ksrc
 	$(MAKE) --no-print-directory -C selftests/svmbatch KSFT_DIR=$(KSFT_DIR) \

@@ -83,6 +83,7 @@ if ! run deps tools/install-deps.sh; then
 fi
 run uapi-header make --no-print-directory uapi-check
 run checkpatch make --no-print-directory checkpatch
+run kernel-doc make --no-print-directory kernel-doc
 # The debug kernel is built once per machine (cached); the first build
 # takes tens of minutes.
 if [[ " $KERNELS " == *" debug "* ]]; then
