@@ -191,13 +191,14 @@ bench-kmod: ksrc
 
 # What the svmbatch command's guest tests (tools/cli/cli_guest_test.sh,
 # packaging/udev_rule_test.sh) call by path: the command (ASan build), its
-# test helper, examples/quickstart.cpp, one selftest where the command looks for them, the udev rule
-# with the host's udev, and setpriv.
+# test helper, examples/quickstart.cpp, two selftests where the command
+# looks for them, the udev rule with the host's udev, and setpriv.
 VMTEST_CLI_FILES := \
 	--file $(LIB_ASAN_OUT)/cli/svmbatch:/usr/bin/svmbatch \
 	--file $(LIB_ASAN_OUT)/cli/hold_registration:/usr/libexec/svmbatch/tests/hold_registration \
 	--file $(LIB_ASAN_OUT)/examples/quickstart:/usr/libexec/svmbatch/tests/quickstart \
 	--file $(SELFTESTS_OUT)/svmbatch_errno:$(LIB_PREFIX)/libexec/svmbatch/selftests/svmbatch_errno \
+	--file $(SELFTESTS_OUT)/svmbatch_io_uring:$(LIB_PREFIX)/libexec/svmbatch/selftests/svmbatch_io_uring \
 	--file packaging/60-svmbatch.rules:/usr/lib/udev/rules.d/60-svmbatch.rules \
 	--file /lib/systemd/systemd-udevd:/lib/systemd/systemd-udevd \
 	--file /usr/bin/udevadm:/usr/bin/udevadm \

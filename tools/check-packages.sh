@@ -97,6 +97,7 @@ guest() {
 		--file "$work/hold_registration:/usr/libexec/svmbatch/tests/hold_registration" \
 		--file "$work/quickstart:/usr/libexec/svmbatch/tests/quickstart" \
 		--file "$dir/svmbatch_errno:$dir/svmbatch_errno" \
+		--file "$dir/svmbatch_io_uring:$dir/svmbatch_io_uring" \
 		--file /usr/lib/udev/rules.d/60-svmbatch.rules:/usr/lib/udev/rules.d/60-svmbatch.rules \
 		--file /lib/systemd/systemd-udevd:/lib/systemd/systemd-udevd \
 		--file /usr/bin/udevadm:/usr/bin/udevadm \

@@ -8,7 +8,7 @@
 # The guest runner ships the files (run.sh --file):
 #   /usr/bin/svmbatch                            the command under test
 #   /usr/libexec/svmbatch/tests/hold_registration  tools/cli/hold_registration.cpp
-#   <selftest dir>/svmbatch_errno                at the command's default --dir
+#   <selftest dir>/svmbatch_errno, svmbatch_io_uring  at the command's default --dir
 set -u
 CLI=${SVMBATCH_CLI:-/usr/bin/svmbatch}
 HOLD=${SVMBATCH_HOLD:-/usr/libexec/svmbatch/tests/hold_registration}
@@ -143,13 +143,15 @@ ok "bench: its registrations were counted, and nothing stays pinned"
 
 dir=$("$CLI" selftest --help | sed -n 's/^ *--dir TEXT=\([^ ]*\)$/\1/p')
 run "$CLI" selftest
-[ $rc = 0 ] && [ -x "$dir/svmbatch_errno" ] &&
+[ $rc = 0 ] && [ -x "$dir/svmbatch_errno" ] && [ -x "$dir/svmbatch_io_uring" ] &&
 	has '^PASS +svmbatch_errno +[1-9][0-9]* passed, 0 failed' &&
+	has '^PASS +svmbatch_io_uring +[1-9][0-9]* passed, 0 failed' &&
 	has '^selftest: [1-9][0-9]* passed, 0 failed, [0-9]+ skipped$'
 ok "selftest: runs the installed selftests in $dir, all pass"
-run "$CLI" selftest svmbatch_errno
-[ $rc = 0 ] && [ "$(grep -c '^PASS ' "$tmp/out")" = 1 ]
-ok "selftest NAME: runs that one"
+run "$CLI" selftest svmbatch_io_uring
+[ $rc = 0 ] && [ "$(grep -c '^PASS ' "$tmp/out")" = 1 ] &&
+	has '^PASS +svmbatch_io_uring ' && ! has 'svmbatch_errno'
+ok "selftest NAME: runs that one only"
 run "$CLI" selftest no_such_test
 [ $rc = 2 ] && has 'no selftest no_such_test'
 ok "selftest with an unknown name: usage error (2)"
