@@ -34,22 +34,29 @@ struct svmbatch_pinner {
  * @npages: pages to charge
  *
  * Like RDMA's ib_umem_get(): the charge is checked against RLIMIT_MEMLOCK
- * unless the caller has CAP_IPC_LOCK.
+ * unless the caller has CAP_IPC_LOCK.  The check and the charge are one
+ * compare-and-exchange (as io_uring's accounting does), so a request that
+ * does not fit never shows in the counter: adding first and taking back on
+ * overflow would make concurrent requests that do fit fail.
  *
  * Return: 0 or -ENOMEM.
  */
 int svmbatch_account_charge(struct mm_struct *mm, u64 npages)
 {
 	u64 limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	u64 pinned;
+	s64 cur, new;
 
 	if (svmbatch_should_fail())
 		return -ENOMEM;
-	pinned = atomic64_add_return(npages, &mm->pinned_vm);
-	if (pinned > limit && !capable(CAP_IPC_LOCK)) {
-		atomic64_sub(npages, &mm->pinned_vm);
+	if (npages > S64_MAX)
 		return -ENOMEM;
-	}
+	cur = atomic64_read(&mm->pinned_vm);
+	do {
+		if (check_add_overflow(cur, (s64)npages, &new))
+			return -ENOMEM;
+		if ((u64)new > limit && !capable(CAP_IPC_LOCK))
+			return -ENOMEM;
+	} while (!atomic64_try_cmpxchg(&mm->pinned_vm, &cur, new));
 	return 0;
 }
 
