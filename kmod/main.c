@@ -47,31 +47,37 @@ struct svmbatch_ioctl_op {
 	unsigned int size;
 	unsigned int min_size;
 	unsigned int ioctl_num;
+	bool count_failures;
 	int (*execute)(struct svmbatch_ucmd *ucmd);
 };
 
-/* One row per command: SVMBATCH_<_name> is run by _fn with _struct. */
-#define IOCTL_OP(_name, _fn, _struct, _last)				\
+/*
+ * One row per command: SVMBATCH_<_name> is run by _fn with _struct.
+ * _count: every failure of the command, whatever step refused it, counts
+ * in failed_registrations and the file's svmbatch-failed.
+ */
+#define IOCTL_OP(_name, _fn, _struct, _last, _count)			\
 	[SVMBATCH_CMD_##_name - SVMBATCH_CMD_BASE] = {			\
 		.size = sizeof(_struct) +				\
 			BUILD_BUG_ON_ZERO(sizeof(union svmbatch_ucmd_buffer) < \
 					  sizeof(_struct)),		\
 		.min_size = offsetofend(_struct, _last),		\
 		.ioctl_num = SVMBATCH_##_name,				\
+		.count_failures = _count,				\
 		.execute = _fn,						\
 	}
 
 static const struct svmbatch_ioctl_op svmbatch_ioctl_ops[] = {
 	IOCTL_OP(GET_INFO, svmbatch_get_info, struct svmbatch_info,
-		 max_range_bytes),
+		 max_range_bytes, false),
 	IOCTL_OP(REGISTER, svmbatch_register,
-		 struct svmbatch_register, nr_pages),
+		 struct svmbatch_register, nr_pages, true),
 	IOCTL_OP(UNREGISTER, svmbatch_unregister,
-		 struct svmbatch_unregister, handle),
+		 struct svmbatch_unregister, handle, false),
 	IOCTL_OP(QUERY, svmbatch_query, struct svmbatch_query,
-		 reserved),
+		 reserved, false),
 	IOCTL_OP(EXPORT_DMABUF, svmbatch_export_dmabuf,
-		 struct svmbatch_export_dmabuf, fd),
+		 struct svmbatch_export_dmabuf, fd, false),
 };
 
 /**
@@ -93,22 +99,14 @@ int svmbatch_ucmd_respond(struct svmbatch_ucmd *ucmd)
 	return 0;
 }
 
-static long svmbatch_fops_ioctl(struct file *filp, unsigned int cmd,
-				unsigned long arg)
+/* Read the command struct in and run the command. */
+static int svmbatch_ioctl_run(struct svmbatch_ctx *ctx,
+			      const struct svmbatch_ioctl_op *op,
+			      unsigned long arg)
 {
-	struct svmbatch_ctx *ctx = filp->private_data;
-	const struct svmbatch_ioctl_op *op;
 	union svmbatch_ucmd_buffer buf;
 	struct svmbatch_ucmd ucmd = {};
-	unsigned int nr = _IOC_NR(cmd);
 	int ret;
-
-	if (_IOC_TYPE(cmd) != SVMBATCH_TYPE || nr < SVMBATCH_CMD_BASE ||
-	    nr - SVMBATCH_CMD_BASE >= ARRAY_SIZE(svmbatch_ioctl_ops))
-		return -ENOTTY;
-	op = &svmbatch_ioctl_ops[nr - SVMBATCH_CMD_BASE];
-	if (!op->execute || op->ioctl_num != cmd)
-		return -ENOTTY;
 
 	/* Pages are pinned in, and charged to, the opener's mm only. */
 	if (current->mm != ctx->mm)
@@ -130,6 +128,27 @@ static long svmbatch_fops_ioctl(struct file *filp, unsigned int cmd,
 	if (ret)
 		return ret;
 	return op->execute(&ucmd);
+}
+
+static long svmbatch_fops_ioctl(struct file *filp, unsigned int cmd,
+				unsigned long arg)
+{
+	struct svmbatch_ctx *ctx = filp->private_data;
+	const struct svmbatch_ioctl_op *op;
+	unsigned int nr = _IOC_NR(cmd);
+	int ret;
+
+	if (_IOC_TYPE(cmd) != SVMBATCH_TYPE || nr < SVMBATCH_CMD_BASE ||
+	    nr - SVMBATCH_CMD_BASE >= ARRAY_SIZE(svmbatch_ioctl_ops))
+		return -ENOTTY;
+	op = &svmbatch_ioctl_ops[nr - SVMBATCH_CMD_BASE];
+	if (!op->execute || op->ioctl_num != cmd)
+		return -ENOTTY;
+
+	ret = svmbatch_ioctl_run(ctx, op, arg);
+	if (ret && op->count_failures)
+		svmbatch_ctx_note_failure(ctx);
+	return ret;
 }
 
 static int svmbatch_fops_open(struct inode *inode, struct file *filp)

@@ -281,7 +281,6 @@ err_abort:
 
 static int svmbatch_register_fail(struct svmbatch_ucmd *ucmd, int err)
 {
-	svmbatch_ctx_note_failure(ucmd->ctx);
 	/* error_index is reported even on failure; the errno wins. */
 	svmbatch_ucmd_respond(ucmd);
 	return err;
