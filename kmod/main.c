@@ -23,16 +23,70 @@ struct svmbatch_limits svmbatch_limits = {
 	.max_range_bytes = 64ULL << 30,
 };
 
-module_param_named(max_ranges, svmbatch_limits.max_ranges, uint, 0644);
-MODULE_PARM_DESC(max_ranges, "Most ranges in one REGISTER (default 16384)");
-module_param_named(max_registrations, svmbatch_limits.max_registrations,
-		   uint, 0644);
+/*
+ * Upper bounds of the parameters.  The range tables of a REGISTER are sized
+ * by max_ranges (24 bytes a range at most: the overlap check), so 2^20
+ * ranges stay far below kvmalloc()'s INT_MAX limit, beyond which it WARNs.
+ */
+#define SVMBATCH_MAX_RANGES_LIMIT		BIT(20)
+#define SVMBATCH_MAX_REGISTRATIONS_LIMIT	BIT(20)
+#define SVMBATCH_MAX_RANGE_BYTES_LIMIT		BIT_ULL(40)
+
+static int svmbatch_param_set_max_ranges(const char *val,
+					 const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1, SVMBATCH_MAX_RANGES_LIMIT);
+}
+
+static int svmbatch_param_set_max_registrations(const char *val,
+						const struct kernel_param *kp)
+{
+	return param_set_uint_minmax(val, kp, 1,
+				     SVMBATCH_MAX_REGISTRATIONS_LIMIT);
+}
+
+static int svmbatch_param_set_max_range_bytes(const char *val,
+					      const struct kernel_param *kp)
+{
+	u64 bytes;
+	int ret;
+
+	ret = kstrtoull(val, 0, &bytes);
+	if (ret)
+		return ret;
+	if (bytes < PAGE_SIZE || bytes > SVMBATCH_MAX_RANGE_BYTES_LIMIT)
+		return -EINVAL;
+	WRITE_ONCE(*(u64 *)kp->arg, bytes);
+	return 0;
+}
+
+static const struct kernel_param_ops svmbatch_max_ranges_ops = {
+	.set = svmbatch_param_set_max_ranges,
+	.get = param_get_uint,
+};
+
+static const struct kernel_param_ops svmbatch_max_registrations_ops = {
+	.set = svmbatch_param_set_max_registrations,
+	.get = param_get_uint,
+};
+
+static const struct kernel_param_ops svmbatch_max_range_bytes_ops = {
+	.set = svmbatch_param_set_max_range_bytes,
+	.get = param_get_ullong,
+};
+
+module_param_cb(max_ranges, &svmbatch_max_ranges_ops,
+		&svmbatch_limits.max_ranges, 0644);
+MODULE_PARM_DESC(max_ranges,
+		 "Most ranges in one REGISTER, 1..1048576 (default 16384)");
+module_param_cb(max_registrations, &svmbatch_max_registrations_ops,
+		&svmbatch_limits.max_registrations, 0644);
 MODULE_PARM_DESC(max_registrations,
-		 "Most live registrations per open file (default 65536)");
-module_param_named(max_range_bytes, svmbatch_limits.max_range_bytes, ullong,
-		   0644);
+		 "Most live registrations per open file, 1..1048576 (default 65536)");
+module_param_cb(max_range_bytes, &svmbatch_max_range_bytes_ops,
+		&svmbatch_limits.max_range_bytes, 0644);
 MODULE_PARM_DESC(max_range_bytes,
-		 "Longest single range in bytes (default 64 GiB)");
+		 "Longest single range in bytes, PAGE_SIZE..1 TiB (default 64 GiB)");
 
 /* Largest command struct; the table below checks each one fits. */
 union svmbatch_ucmd_buffer {

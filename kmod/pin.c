@@ -7,6 +7,10 @@
  * contiguous pages, so a THP- or hugetlb-backed GiB costs a few KiB of
  * metadata instead of one pointer per page.  Every step can fail part way;
  * svmbatch_reg_abort() then unpins whatever was pinned.
+ *
+ * Allocations sized by the caller stay below what kvmalloc() accepts
+ * (INT_MAX bytes; more is a WARN): the run array is capped here, the range
+ * tables by the max_ranges bound (main.c).
  */
 #include <linux/capability.h>
 #include <linux/mm.h>
@@ -27,6 +31,9 @@ struct svmbatch_pinner {
 	u64 total_pages;
 	struct folio *last_folio;
 };
+
+/* Most runs one registration can describe: kvmalloc() stops at INT_MAX. */
+#define SVMBATCH_MAX_RUNS	(INT_MAX / sizeof(struct svmbatch_run))
 
 /**
  * svmbatch_account_charge() - charge pinned pages to an mm
@@ -111,7 +118,7 @@ static int svmbatch_runs_grow(struct svmbatch_reg *reg, u64 total_pages)
 	struct svmbatch_run *runs;
 
 	cap = min_t(u64, cap, total_pages);
-	cap = min_t(u64, cap, U32_MAX);
+	cap = min_t(u64, cap, SVMBATCH_MAX_RUNS);
 	if (cap <= reg->runs_cap)
 		return -ENOMEM;
 	if (svmbatch_should_fail())

@@ -11,6 +11,7 @@
 #include <linux/mm.h>
 #include <linux/sched.h>
 #include <linux/sched/mm.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 #include <linux/uaccess.h>
@@ -104,6 +105,10 @@ static int svmbatch_copy_ranges(struct svmbatch_reg *reg,
 				*error_index = i;
 				return ret;
 			}
+			/* Each tail, up to 4 GiB, is read to check it is 0. */
+			if (fatal_signal_pending(current))
+				return -EINTR;
+			cond_resched();
 		}
 		for (j = 0; j < n; j++) {
 			ret = svmbatch_check_range(&buf[j], &reg->ranges[i + j]);
@@ -388,6 +393,10 @@ static int svmbatch_query_ranges(const struct svmbatch_reg *reg,
 			return -EFAULT;
 		if (extra && clear_user(dst + sizeof(r), extra))
 			return -EFAULT;
+		/* Up to max_ranges elements of up to 4 GiB each. */
+		if (fatal_signal_pending(current))
+			return -EINTR;
+		cond_resched();
 	}
 	return 0;
 }
