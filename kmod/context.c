@@ -6,6 +6,10 @@
  * REGISTER can copy its result to user space before the registration
  * becomes visible; a failed copy then cancels the reservation and nothing
  * was ever observable.  The table mutex is never held while pinning.
+ *
+ * Handles are allocated cyclically: a handle dropped by UNREGISTER is not
+ * handed out again until the 32-bit space wraps, so a stale handle in a
+ * buggy caller gets ENOENT instead of naming someone else's registration.
  */
 #include <linux/atomic.h>
 #include <linux/pid.h>
@@ -94,12 +98,15 @@ int svmbatch_ctx_reserve(struct svmbatch_ctx *ctx, u32 *handle)
 		ret = -ENOMEM;
 		goto out;
 	}
-	ret = xa_alloc(&ctx->regs, handle, NULL, xa_limit_32b,
-		       GFP_KERNEL_ACCOUNT);
+	ret = xa_alloc_cyclic(&ctx->regs, handle, NULL, xa_limit_32b,
+			      &ctx->next_handle, GFP_KERNEL_ACCOUNT);
 	if (ret == -EBUSY)
 		ret = -ENOSPC;
-	if (!ret)
+	if (ret >= 0) {
+		/* 1 only says that the handles wrapped around. */
+		ret = 0;
 		ctx->nr_regs++;
+	}
 out:
 	mutex_unlock(&ctx->lock);
 	return ret;

@@ -34,6 +34,7 @@ extern struct svmbatch_limits svmbatch_limits;
  * @lock: protects @regs and the per-fd counters below
  * @regs: handle -> struct svmbatch_reg; reserved (NULL) while a REGISTER
  *	is copying its result to user space
+ * @next_handle: where the cyclic handle allocation goes on
  * @nr_regs: live plus reserved handles, checked against max_registrations
  * @pinned_pages: pages held by the live handles of this file
  * @failed: REGISTER calls of this file that failed
@@ -45,6 +46,7 @@ struct svmbatch_ctx {
 	struct mm_struct *mm;
 	struct mutex lock;	/* protects regs and the per-fd counters */
 	struct xarray regs;
+	u32 next_handle;
 	u32 nr_regs;
 	u64 pinned_pages;
 	u64 failed;
