@@ -7,8 +7,10 @@
 #define SVMBATCH_COMPAT_H
 
 #include <linux/backing-dev.h>
+#include <linux/eventfd.h>
 #include <linux/fs.h>
 #include <linux/mm.h>
+#include <linux/version.h>
 
 /*
  * Does writing to this mapping need the filesystem to track dirty pages?
@@ -29,9 +31,26 @@ static inline bool svmbatch_vma_needs_dirty_tracking(struct vm_area_struct *vma)
 	return vma->vm_file && mapping_can_writeback(vma->vm_file->f_mapping);
 }
 
+/*
+ * Since 6.5 GUP itself refuses long-term writable pins of page-cache pages
+ * that need dirty tracking, also when mprotect races the pin.  Before, the
+ * module checks each pinned folio (svmbatch_folio_pin_allowed()).
+ */
+#define SVMBATCH_GUP_REFUSES_DIRTY_TRACKED_PINS \
+	(KERNEL_VERSION(6, 5, 0) <= LINUX_VERSION_CODE)
+
+/*
+ * Since 6.2 (commit 84209e87c696) a read-only long-term pin in a private
+ * ("COW") mapping first breaks COW of anything that is not an exclusive
+ * anonymous page, so that the next CPU write cannot replace the pinned
+ * page.  6.1 pins the shared zero page or page-cache page as it is; the
+ * module then pins read-only ranges of private writable mappings with
+ * FOLL_WRITE, which breaks COW the same way (SVMBATCH_REC_UNSHARE).
+ */
+#define SVMBATCH_GUP_UNSHARES_RO_LONGTERM \
+	(KERNEL_VERSION(6, 2, 0) <= LINUX_VERSION_CODE)
+
 /* eventfd_signal() lost its count argument in 6.8. */
-#include <linux/eventfd.h>
-#include <linux/version.h>
 
 static inline void svmbatch_eventfd_signal(struct eventfd_ctx *ctx)
 {

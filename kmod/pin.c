@@ -30,6 +30,7 @@ struct svmbatch_pinner {
 	unsigned int pages_len;
 	u64 total_pages;
 	struct folio *last_folio;
+	struct folio *checked_folio;
 };
 
 /* Most runs one registration can describe: kvmalloc() stops at INT_MAX. */
@@ -101,6 +102,7 @@ struct svmbatch_reg *svmbatch_reg_alloc(u32 nr_ranges)
 	if (!reg->ranges)
 		goto err_free;
 	kref_init(&reg->ref);
+	spin_lock_init(&reg->notifier_lock);
 	reg->nr_ranges = nr_ranges;
 	mmgrab(current->mm);
 	reg->mm = current->mm;
@@ -155,12 +157,13 @@ static void svmbatch_runs_trim(struct svmbatch_reg *reg)
 }
 
 /*
- * Fold freshly pinned pages into runs.  A page that cannot be recorded is
- * unpinned here, so the registration's runs always describe exactly the
- * pages it holds.
+ * Fold freshly pinned pages into runs.  A page that cannot be recorded, or
+ * that a writable pin must not keep, is unpinned here with the rest of the
+ * chunk, so the registration's runs always describe exactly the pages it
+ * holds.
  */
 static int svmbatch_runs_append(struct svmbatch_pinner *p, unsigned int n,
-				u32 flags)
+				u32 flags, bool pinned_for_write)
 {
 	struct svmbatch_reg *reg = p->reg;
 	unsigned int i;
@@ -171,6 +174,13 @@ static int svmbatch_runs_append(struct svmbatch_pinner *p, unsigned int n,
 		struct svmbatch_run *last = NULL;
 		struct folio *folio = page_folio(page);
 
+		if (pinned_for_write && folio != p->checked_folio) {
+			if (!svmbatch_folio_pin_allowed(folio)) {
+				unpin_user_pages(p->pages + i, n - i);
+				return -EOPNOTSUPP;
+			}
+			p->checked_folio = folio;
+		}
 		if (folio != p->last_folio) {
 			reg->nr_folios++;
 			p->last_folio = folio;
@@ -215,7 +225,11 @@ static int svmbatch_pin_range(struct svmbatch_pinner *p,
 	if (!(rec->addr_flags & SVMBATCH_RANGE_READ_ONLY)) {
 		gup_flags |= FOLL_WRITE;
 		run_flags |= SVMBATCH_RUN_WRITABLE;
+	} else if (rec->addr_flags & SVMBATCH_REC_UNSHARE) {
+		/* Breaks COW; the run stays read-only (see compat.h). */
+		gup_flags |= FOLL_WRITE;
 	}
+	p->checked_folio = NULL;
 
 	while (npages) {
 		unsigned int chunk = min_t(u64, npages, p->pages_len);
@@ -232,7 +246,8 @@ static int svmbatch_pin_range(struct svmbatch_pinner *p,
 						     p->pages);
 		if (pinned < 0)
 			return pinned;
-		ret = svmbatch_runs_append(p, pinned, run_flags);
+		ret = svmbatch_runs_append(p, pinned, run_flags,
+					   gup_flags & FOLL_WRITE);
 		if (ret)
 			return ret;
 		if (inject || !pinned)
@@ -246,7 +261,8 @@ static int svmbatch_pin_range(struct svmbatch_pinner *p,
 
 /**
  * svmbatch_reg_pin() - pin every range of a registration
- * @reg: registration whose ranges are filled in and validated
+ * @reg: registration whose ranges are filled in, validated and checked
+ *	by svmbatch_check_vmas(), and that holds no pages
  * @total_pages: sum of the ranges' pages
  * @error_index: output, the range that failed
  *
@@ -297,6 +313,20 @@ static void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty)
 						 dirty);
 		cond_resched();
 	}
+}
+
+/**
+ * svmbatch_reg_unpin_all() - drop every page of a registration being built
+ * @reg: registration never handed out
+ *
+ * Keeps the run array, so the registration can be pinned again.
+ */
+void svmbatch_reg_unpin_all(struct svmbatch_reg *reg)
+{
+	svmbatch_reg_unpin(reg, false);
+	reg->nr_runs = 0;
+	reg->nr_pages = 0;
+	reg->nr_folios = 0;
 }
 
 static void svmbatch_reg_free(struct svmbatch_reg *reg)

@@ -202,40 +202,44 @@ static int svmbatch_check_overlap(const struct svmbatch_reg *reg,
 }
 
 /*
- * Writable pins of file mappings that need dirty tracking are refused (see
- * compat.h).  Holes and other bad memory are left to GUP to report.
+ * Check the mappings, charge once, pin, and verify that no invalidation
+ * raced the pin (stale.c); when one did, the pages may no longer be the
+ * ones mapped, so drop them and check and pin again, a bounded number of
+ * times.  Returns with every page of @reg pinned and @reg LIVE, or an
+ * errno with the pages dropped by the caller's svmbatch_reg_abort().
  */
-static int svmbatch_check_vmas(const struct svmbatch_reg *reg,
-			       u32 *error_index)
+static int svmbatch_register_pin_verified(struct svmbatch_reg *reg,
+					  u64 total_pages, u32 *error_index)
 {
-	struct mm_struct *mm = current->mm;
-	int ret = 0;
-	u32 i;
+	unsigned int attempt;
+	int ret;
 
-	if (mmap_read_lock_killable(mm))
-		return -EINTR;
-	for (i = 0; i < reg->nr_ranges && !ret; i++) {
-		const struct svmbatch_range_rec *rec = &reg->ranges[i];
-		unsigned long addr = rec->addr_flags & PAGE_MASK;
-		unsigned long end = addr + rec->len;
+	for (attempt = 1;; attempt++) {
+		unsigned long seq = svmbatch_stale_begin(reg);
 
-		if (rec->addr_flags & SVMBATCH_RANGE_READ_ONLY)
-			continue;
-		while (addr < end) {
-			struct vm_area_struct *vma = find_vma(mm, addr);
-
-			if (!vma || vma->vm_start >= end)
-				break;
-			if (svmbatch_vma_needs_dirty_tracking(vma)) {
-				*error_index = i;
-				ret = -EOPNOTSUPP;
-				break;
-			}
-			addr = vma->vm_end;
+		ret = svmbatch_check_vmas(reg, error_index);
+		if (ret)
+			return ret;
+		if (!reg->charged_pages) {
+			ret = svmbatch_account_charge(reg->mm, total_pages);
+			if (ret)
+				return ret;
+			reg->charged_pages = total_pages;
 		}
+		ret = svmbatch_reg_pin(reg, total_pages, error_index);
+		if (ret)
+			return ret;
+		if (svmbatch_stale_go_live(reg, seq))
+			return 0;
+
+		svmbatch_reg_unpin_all(reg);
+		if (attempt == SVMBATCH_PIN_ATTEMPTS)
+			return -EAGAIN;
+		atomic64_inc(&svmbatch_stats.pin_retries);
+		if (fatal_signal_pending(current))
+			return -EINTR;
+		cond_resched();
 	}
-	mmap_read_unlock(mm);
-	return ret;
 }
 
 /* Validate, charge and pin; on failure everything is undone. */
@@ -261,20 +265,11 @@ svmbatch_register_pin(const struct svmbatch_register *cmd, u32 *error_index)
 	ret = svmbatch_check_overlap(reg, error_index);
 	if (ret)
 		goto err_abort;
-	ret = svmbatch_check_vmas(reg, error_index);
-	if (ret)
-		goto err_abort;
-
-	ret = svmbatch_account_charge(reg->mm, total_pages);
-	if (ret)
-		goto err_abort;
-	reg->charged_pages = total_pages;
-
-	ret = svmbatch_reg_pin(reg, total_pages, error_index);
-	if (ret)
-		goto err_abort;
-	/* Only now: pinning may itself invalidate (COW breaks, unsharing). */
+	/* Before pinning, so that no invalidation of the pin goes unseen. */
 	ret = svmbatch_stale_watch(reg);
+	if (ret)
+		goto err_abort;
+	ret = svmbatch_register_pin_verified(reg, total_pages, error_index);
 	if (ret)
 		goto err_abort;
 	return reg;

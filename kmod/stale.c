@@ -4,11 +4,20 @@
  * to its address space, but after munmap, MADV_DONTNEED, mremap or a new
  * mapping over a registered range, the process no longer sees them at
  * that address.  One mmu interval notifier per registration covers the
- * span from its lowest to its highest address; an invalidation that
- * removes or replaces pages (UNMAP, CLEAR) inside a registered range marks
- * the registration STALE and signals its eventfd once.  Invalidations that
- * only change protections (fork's write-protect, mprotect, NUMA hinting,
- * soft-dirty) leave the pinned pages mapped and are ignored.
+ * span from its lowest to its highest address.  Invalidations that can
+ * replace pages (UNMAP, CLEAR, MIGRATE) inside a registered range matter;
+ * those that only change protections (fork's write-protect, mprotect, NUMA
+ * hinting, soft-dirty) leave the pinned pages mapped and are ignored.
+ *
+ * The notifier is inserted before pinning, in the kernel's usual pattern
+ * (mmu_interval_read_begin() before, mmu_interval_read_retry() after):
+ * an invalidation that lands while a REGISTER pins makes it pin again
+ * (register.c), since the pages it got may already be gone from the
+ * address space.  Once the pin is verified the registration is LIVE, and
+ * an invalidation marks it STALE and signals its eventfd once.  The check
+ * of the sequence and the switch to LIVE happen under @notifier_lock,
+ * which the notifier also takes: an invalidation either makes the check
+ * fail or finds the registration LIVE; none falls between the two.
  */
 #include <linux/eventfd.h>
 #include <linux/mm.h>
@@ -48,23 +57,35 @@ static bool svmbatch_reg_overlaps(const struct svmbatch_reg *reg,
 	       reg->ranges[last].len > start;
 }
 
+/* Events after which the page mapped at an address may be another one. */
+static bool svmbatch_event_replaces_pages(enum mmu_notifier_event event)
+{
+	return event == MMU_NOTIFY_UNMAP || event == MMU_NOTIFY_CLEAR ||
+	       event == MMU_NOTIFY_MIGRATE;
+}
+
 static bool svmbatch_invalidate(struct mmu_interval_notifier *mni,
 				const struct mmu_notifier_range *range,
 				unsigned long cur_seq)
 {
 	struct svmbatch_reg *reg =
 		container_of(mni, struct svmbatch_reg, notifier);
+	bool newly_stale = false;
 
-	mmu_interval_set_seq(mni, cur_seq);
-	if (range->event != MMU_NOTIFY_UNMAP && range->event != MMU_NOTIFY_CLEAR)
+	if (!svmbatch_event_replaces_pages(range->event))
 		return true;
 	if (!svmbatch_reg_overlaps(reg, range->start, range->end))
 		return true;
-	if (test_and_set_bit(SVMBATCH_REG_STALE, &reg->flags))
-		return true;
-	atomic64_inc(&svmbatch_stats.stale_total);
-	if (reg->eventfd)
-		svmbatch_eventfd_signal(reg->eventfd);
+	spin_lock(&reg->notifier_lock);
+	mmu_interval_set_seq(mni, cur_seq);
+	if (test_bit(SVMBATCH_REG_LIVE, &reg->flags))
+		newly_stale = !test_and_set_bit(SVMBATCH_REG_STALE, &reg->flags);
+	spin_unlock(&reg->notifier_lock);
+	if (newly_stale) {
+		atomic64_inc(&svmbatch_stats.stale_total);
+		if (reg->eventfd)
+			svmbatch_eventfd_signal(reg->eventfd);
+	}
 	return true;
 }
 
@@ -99,9 +120,8 @@ static int svmbatch_cmp_start(const void *a, const void *b, const void *priv)
 }
 
 /**
- * svmbatch_stale_watch() - start watching a pinned registration's VAs
- * @reg: registration, pinned (pinning itself may invalidate: copy-on-write
- *	breaks, unsharing; those must not count)
+ * svmbatch_stale_watch() - start watching a registration's VAs
+ * @reg: registration with validated ranges, not yet pinned
  *
  * Return: 0 or -ENOMEM.
  */
@@ -133,6 +153,42 @@ int svmbatch_stale_watch(struct svmbatch_reg *reg)
 		return ret;
 	set_bit(SVMBATCH_REG_WATCHED, &reg->flags);
 	return 0;
+}
+
+/**
+ * svmbatch_stale_begin() - start a pin attempt
+ * @reg: watched registration
+ *
+ * Waits for an invalidation of the span that is in progress.
+ *
+ * Return: the sequence to hand to svmbatch_stale_go_live().
+ */
+unsigned long svmbatch_stale_begin(struct svmbatch_reg *reg)
+{
+	return mmu_interval_read_begin(&reg->notifier);
+}
+
+/**
+ * svmbatch_stale_go_live() - end a pin attempt
+ * @reg: watched registration, every range pinned
+ * @seq: from svmbatch_stale_begin() before the attempt
+ *
+ * Return: true when no invalidation that can replace pages touched a
+ * registered range since @seq: the pinned pages are the mapped ones and
+ * from now on every such invalidation marks @reg STALE.  False when the
+ * caller must unpin and pin again.
+ */
+bool svmbatch_stale_go_live(struct svmbatch_reg *reg, unsigned long seq)
+{
+	bool raced;
+
+	spin_lock(&reg->notifier_lock);
+	raced = mmu_interval_read_retry(&reg->notifier, seq) ||
+		svmbatch_fake_invalidation();
+	if (!raced)
+		set_bit(SVMBATCH_REG_LIVE, &reg->flags);
+	spin_unlock(&reg->notifier_lock);
+	return !raced;
 }
 
 /**

@@ -66,6 +66,7 @@ static int svmbatch_stats_show(struct seq_file *m, void *unused)
 	seq_printf(m, "failed_registrations %lld\n",
 		   atomic64_read(&s->failed_registrations));
 	seq_printf(m, "stale_total %lld\n", atomic64_read(&s->stale_total));
+	seq_printf(m, "pin_retries %lld\n", atomic64_read(&s->pin_retries));
 	seq_printf(m, "exports %lld\n", atomic64_read(&s->exports));
 	seq_printf(m, "dmabuf_segments %lld\n",
 		   atomic64_read(&s->dmabuf_segments));

@@ -9,6 +9,7 @@
 #include <linux/list.h>
 #include <linux/mmu_notifier.h>
 #include <linux/mutex.h>
+#include <linux/spinlock.h>
 #include <linux/types.h>
 #include <linux/xarray.h>
 #include <linux/svmbatch.h>
@@ -18,6 +19,7 @@ struct page;
 struct seq_file;
 struct dentry;
 struct eventfd_ctx;
+struct folio;
 
 /* Limits, set by module parameters and reported by GET_INFO. */
 struct svmbatch_limits {
@@ -83,6 +85,8 @@ struct svmbatch_range_rec {
 };
 
 #define SVMBATCH_REC_FLAGS_MASK	((u64)SVMBATCH_RANGE_READ_ONLY)
+/* Internal: pin this read-only range with FOLL_WRITE to break COW (vma.c). */
+#define SVMBATCH_REC_UNSHARE	BIT_ULL(1)
 
 /**
  * struct svmbatch_reg - one registration: a set of pinned ranges
@@ -99,6 +103,8 @@ struct svmbatch_range_rec {
  * @charged_pages: pages charged to @mm->pinned_vm, uncharged on release
  * @flags: SVMBATCH_REG_* bits
  * @notifier: watches the span of @ranges for VA changes (stale.c)
+ * @notifier_lock: orders the notifier's sequence updates against the
+ *	check that ends pinning (stale.c)
  * @by_addr: indices of @ranges sorted by address, for the notifier
  * @eventfd: signalled once when the registration goes stale, or NULL
  */
@@ -115,6 +121,7 @@ struct svmbatch_reg {
 	u64 charged_pages;
 	unsigned long flags;
 	struct mmu_interval_notifier notifier;
+	spinlock_t notifier_lock;	/* see stale.c */
 	u32 *by_addr;
 	struct eventfd_ctx *eventfd;
 };
@@ -122,6 +129,10 @@ struct svmbatch_reg {
 /* Registration flags (bit numbers) */
 #define SVMBATCH_REG_STALE	0	/* a registered VA changed */
 #define SVMBATCH_REG_WATCHED	1	/* @notifier is inserted */
+#define SVMBATCH_REG_LIVE	2	/* pinned pages verified current */
+
+/* Pin attempts of one REGISTER when invalidations race the pin. */
+#define SVMBATCH_PIN_ATTEMPTS	4
 
 /* An ioctl in flight: the command struct copied in, ready to copy out. */
 struct svmbatch_ucmd {
@@ -158,15 +169,22 @@ int svmbatch_export_dmabuf(struct svmbatch_ucmd *ucmd);
 struct svmbatch_reg *svmbatch_reg_alloc(u32 nr_ranges);
 int svmbatch_reg_pin(struct svmbatch_reg *reg, u64 total_pages,
 		     u32 *error_index);
+void svmbatch_reg_unpin_all(struct svmbatch_reg *reg);
 void svmbatch_reg_put(struct svmbatch_reg *reg);
 void svmbatch_reg_abort(struct svmbatch_reg *reg);
 u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg);
 int svmbatch_account_charge(struct mm_struct *mm, u64 npages);
 void svmbatch_account_uncharge(struct mm_struct *mm, u64 npages);
 
+/* vma.c: which memory may be pinned */
+int svmbatch_check_vmas(struct svmbatch_reg *reg, u32 *error_index);
+bool svmbatch_folio_pin_allowed(struct folio *folio);
+
 /* stale.c: stale-VA detection */
 int svmbatch_stale_get_eventfd(struct svmbatch_reg *reg, int fd);
 int svmbatch_stale_watch(struct svmbatch_reg *reg);
+unsigned long svmbatch_stale_begin(struct svmbatch_reg *reg);
+bool svmbatch_stale_go_live(struct svmbatch_reg *reg, unsigned long seq);
 void svmbatch_stale_unwatch(struct svmbatch_reg *reg);
 
 /* stats.c: counters in debugfs and fdinfo */
@@ -179,6 +197,7 @@ struct svmbatch_stats {
 	atomic64_t failed_registrations;
 	atomic64_t injected_failures;
 	atomic64_t stale_total;
+	atomic64_t pin_retries;
 	atomic64_t exports;
 	atomic64_t dmabuf_segments;
 	atomic64_t dmabuf_attachments;
@@ -195,9 +214,15 @@ void svmbatch_show_fdinfo(struct seq_file *m, struct svmbatch_ctx *ctx);
 /* fault_inject.c: fail the Nth injection point of the armed process */
 #ifdef CONFIG_SVMBATCH_FAULT_INJECTION
 bool svmbatch_should_fail(void);
+bool svmbatch_fake_invalidation(void);
 void svmbatch_fault_debugfs_init(struct dentry *dir);
 #else
 static inline bool svmbatch_should_fail(void)
+{
+	return false;
+}
+
+static inline bool svmbatch_fake_invalidation(void)
 {
 	return false;
 }
