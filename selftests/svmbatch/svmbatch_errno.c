@@ -769,6 +769,27 @@ TEST_F(svmbatch, unregister_unknown_handle)
 	test_err_unregister(ENOENT, h);
 }
 
+/*
+ * Handles are allocated cyclically: a dropped handle is not handed out
+ * again at once, so a stale handle cannot name a newer registration.
+ */
+TEST_F(svmbatch, handles_not_reused_at_once)
+{
+	struct svmbatch_range r = mkrange(self->buf, PAGE_SZ, 0);
+	__u32 h1, h2, h3;
+
+	h1 = test_cmd_register(&r, 1, NULL);
+	test_cmd_unregister(h1);
+	h2 = test_cmd_register(&r, 1, NULL);
+	EXPECT_NE(h1, h2);
+	EXPECT_EQ(h1 + 1, h2);
+	test_err_unregister(ENOENT, h1);
+	test_cmd_unregister(h2);
+	h3 = test_cmd_register(&r, 1, NULL);
+	EXPECT_EQ(h2 + 1, h3);
+	test_cmd_unregister(h3);
+}
+
 /* Handles are per open file: another fd of the same process cannot use it. */
 TEST_F(svmbatch, handles_are_per_fd)
 {
@@ -993,6 +1014,19 @@ static void prep_arg(unsigned long cmd, size_t v1_size,
 	}
 }
 
+/* Every failed REGISTER counts, whatever step refused it. */
+static void check_failure_counted(struct __test_metadata *_metadata,
+				  unsigned long cmd,
+				  const struct svmbatch_snapshot *before,
+				  const struct svmbatch_snapshot *after)
+{
+	unsigned long long want = cmd == SVMBATCH_REGISTER;
+
+	EXPECT_EQ(before->fd_failed + want, after->fd_failed);
+	EXPECT_EQ(snap_stat(before, "failed_registrations")->val + want,
+		  snap_stat(after, "failed_registrations")->val);
+}
+
 /* Undo what a successful call did, so that snapshots compare. */
 static void undo_arg(int fd, unsigned long cmd, void *arg)
 {
@@ -1029,6 +1063,7 @@ TEST_F(struct_size, too_small)
 			}
 		snapshot_take(_metadata, self->fd, &after);
 		ASSERT_SNAPSHOT_EQ(&before, &after);
+		check_failure_counted(_metadata, variant->cmd, &before, &after);
 	}
 }
 
@@ -1050,6 +1085,7 @@ TEST_F(struct_size, larger_nonzero_tail)
 		EXPECT_EQ(E2BIG, errno) TH_LOG("non-zero byte at %zu", t);
 		snapshot_take(_metadata, self->fd, &after);
 		ASSERT_SNAPSHOT_EQ(&before, &after);
+		check_failure_counted(_metadata, variant->cmd, &before, &after);
 	}
 }
 

@@ -374,4 +374,58 @@ TEST_F(memtypes, range_spans_anon_and_shared_file)
 	munmap(p, 2 * len);
 }
 
+/* ---------------------------------------------------- special mappings */
+
+/* Start and end of the /proc/self/maps line naming @name, e.g. "[vdso]". */
+static int find_mapping(const char *name, char **start, char **end)
+{
+	unsigned long s, e;
+	char line[512];
+	int ret = -1;
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	if (!f)
+		return -1;
+	while (fgets(line, sizeof(line), f)) {
+		if (strstr(line, name) &&
+		    sscanf(line, "%lx-%lx", &s, &e) == 2) {
+			*start = (char *)s;
+			*end = (char *)e;
+			ret = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return ret;
+}
+
+/*
+ * The kernel's own vDSO and vvar pages are no user memory to pin: EFAULT
+ * for the range, read-only or not, before any page is pinned.
+ */
+TEST_F(memtypes, vdso_and_vvar_refused)
+{
+	static const char * const names[] = { "[vdso]", "[vvar]" };
+	char *anon = anon_map(PAGE_SZ), *start, *end;
+	struct svmbatch_range r[2];
+	unsigned int i, found = 0;
+
+	ASSERT_NE(NULL, anon);
+	for (i = 0; i < ARRAY_SIZE(names); i++) {
+		if (find_mapping(names[i], &start, &end))
+			continue;
+		found++;
+		r[0] = mkrange(anon, PAGE_SZ, 0);
+		r[1] = mkrange(start, end - start, SVMBATCH_RANGE_READ_ONLY);
+		test_err_register(EFAULT, 1, r, 2);
+		r[1] = mkrange(start, PAGE_SZ, SVMBATCH_RANGE_READ_ONLY);
+		test_err_register(EFAULT, 1, r, 2);
+		r[1].flags = 0;
+		test_err_register(EFAULT, 1, r, 2);
+	}
+	if (!found)
+		SKIP(return, "no [vdso] or [vvar] in /proc/self/maps");
+	munmap(anon, PAGE_SZ);
+}
+
 TEST_HARNESS_MAIN

@@ -207,4 +207,113 @@ TEST_F(stale, bad_eventfd_and_flags_leave_nothing)
 	test_cmd_unregister(cmd.handle);
 }
 
+/* ---------------------------------------- invalidations racing the pin */
+
+/* REGISTER pins at most this often (SVMBATCH_PIN_ATTEMPTS in the module). */
+#define PIN_ATTEMPTS 4
+
+#define fake_invalidations_or_skip(_fd)					\
+	do {								\
+		if (!have_fault_injection(_fd) ||			\
+		    access(SVMBATCH_FAKE_INVAL, W_OK))			\
+			SKIP(return, "no fault injection (%s missing)",	\
+			     SVMBATCH_FAKE_INVAL);			\
+	} while (0)
+
+/* Each page of the registration seen through its dma-buf is the mapped one. */
+static void check_pages_mapped(struct __test_metadata *_metadata, int fd,
+			       __u32 handle, const struct svmbatch_range *r,
+			       unsigned int nr, __u32 export_flags)
+{
+	struct svmbatch_export_dmabuf cmd = {
+		.size = sizeof(cmd), .flags = export_flags, .handle = handle,
+	};
+	size_t off = 0, len = 0;
+	unsigned int i;
+	char *alias;
+
+	for (i = 0; i < nr; i++)
+		len += r[i].len;
+	ASSERT_EQ(0, ioctl(fd, SVMBATCH_EXPORT_DMABUF, &cmd));
+	alias = mmap(NULL, len, PROT_READ, MAP_SHARED, cmd.fd, 0);
+	ASSERT_NE(MAP_FAILED, alias);
+	for (i = 0; i < nr; i++) {
+		ASSERT_EQ(0, memcmp(alias + off, u64_ptr(r[i].addr), r[i].len))
+			TH_LOG("range %u differs from its dma-buf bytes", i);
+		off += r[i].len;
+	}
+	munmap(alias, len);
+	close(cmd.fd);
+}
+
+/* An invalidation during the pin: REGISTER pins again and succeeds. */
+TEST_F(stale, raced_invalidation_pins_again)
+{
+	long long retries = stat_get("pin_retries");
+	struct svmbatch_range r[2];
+	__u32 h;
+
+	fake_invalidations_or_skip(self->fd);
+	stale_ranges(self->buf, r);
+	ASSERT_EQ(0, fake_invalidations_set(PIN_ATTEMPTS - 1));
+	h = test_cmd_register(r, 2, NULL);
+	EXPECT_EQ(0, fake_invalidations_get());
+	EXPECT_EQ(retries + PIN_ATTEMPTS - 1, stat_get("pin_retries"));
+	EXPECT_EQ(0, query_out_flags(self->fd, h));
+	memset(self->buf, 0x6b, NPAGES * PAGE_SZ);
+	check_pages_mapped(_metadata, self->fd, h, r, 2, O_CLOEXEC);
+	test_cmd_unregister(h);
+}
+
+/* Invalidations in every attempt: EAGAIN, and nothing left behind. */
+TEST_F(stale, invalidations_in_every_attempt_give_eagain)
+{
+	struct svmbatch_register cmd;
+	struct svmbatch_range r[2];
+
+	fake_invalidations_or_skip(self->fd);
+	stale_ranges(self->buf, r);
+	memset(&cmd, 0, sizeof(cmd));
+	cmd.size = sizeof(cmd);
+	cmd.ranges = ptr_u64(r);
+	cmd.nr_ranges = 2;
+	cmd.range_size = RANGE_SZ;
+	ASSERT_EQ(0, fake_invalidations_set(PIN_ATTEMPTS));
+	test_err_register_cmd(EAGAIN, SVMBATCH_NO_INDEX, &cmd);
+	EXPECT_EQ(0, fake_invalidations_get());
+	/* The next attempt is clean. */
+	ASSERT_EQ(0, fake_invalidations_set(0));
+	test_cmd_unregister(test_cmd_register(r, 2, NULL));
+}
+
+/*
+ * A read-only pin of private memory that was only read (the shared zero
+ * page) must not be replaced by the first CPU write: on 6.2+ GUP unshares,
+ * on 6.1 the module pins such ranges for writing (compat.h).
+ */
+TEST_F(stale, read_only_pin_of_untouched_memory_stays_coherent)
+{
+	const size_t len = 8 * PAGE_SZ;
+	char *p = mmap(NULL, len, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct svmbatch_range r;
+	long long stale0 = stat_get("stale_total");
+	char sum = 0;
+	size_t i;
+	__u32 h;
+
+	ASSERT_NE(MAP_FAILED, p);
+	for (i = 0; i < len; i += PAGE_SZ)
+		sum += p[i];
+	asm volatile("" : : "r"(sum) : "memory");
+	r = mkrange(p, len, SVMBATCH_RANGE_READ_ONLY);
+	h = test_cmd_register(&r, 1, NULL);
+	memset(p, 0x7e, len);
+	EXPECT_EQ(0, query_out_flags(self->fd, h));
+	EXPECT_EQ(stale0, stat_get("stale_total"));
+	check_pages_mapped(_metadata, self->fd, h, &r, 1, O_CLOEXEC);
+	test_cmd_unregister(h);
+	munmap(p, len);
+}
+
 TEST_HARNESS_MAIN

@@ -43,6 +43,7 @@
 #define SVMBATCH_STATS		SVMBATCH_DEBUGFS "/stats"
 #define SVMBATCH_CLIENTS	SVMBATCH_DEBUGFS "/clients"
 #define SVMBATCH_FAIL_NTH	SVMBATCH_DEBUGFS "/fail_nth"
+#define SVMBATCH_FAKE_INVAL	SVMBATCH_DEBUGFS "/fake_invalidations"
 #define SVMBATCH_SKIP_MSG	"svmbatch module not loaded (/dev/svmbatch missing)"
 #define WRITEBACK_DIR_ENV	"SVMBATCH_WRITEBACK_DIR"
 
@@ -659,6 +660,27 @@ static inline long fail_nth_get(void)
 	char buf[32];
 
 	if (read_file(SVMBATCH_FAIL_NTH, buf, sizeof(buf)) < 0)
+		return -1;
+	return strtol(buf, NULL, 10);
+}
+
+/*
+ * Make the next @n pin attempts of this process end as if an invalidation
+ * had raced them (fault-injection builds).
+ */
+static inline int fake_invalidations_set(unsigned long n)
+{
+	char buf[32];
+
+	snprintf(buf, sizeof(buf), "%lu\n", n);
+	return write_file(SVMBATCH_FAKE_INVAL, buf);
+}
+
+static inline long fake_invalidations_get(void)
+{
+	char buf[32];
+
+	if (read_file(SVMBATCH_FAKE_INVAL, buf, sizeof(buf)) < 0)
 		return -1;
 	return strtol(buf, NULL, 10);
 }
