@@ -64,6 +64,7 @@ meta_bytes 5000
 registered_total 17
 failed_registrations 2
 stale_total 1
+pin_retries 5
 exports 1
 dmabuf_segments 3
 dmabuf_attachments 1
@@ -71,7 +72,7 @@ EOT
 printf 'id tgid registrations pinned_pages failed\n1 %d 3 200 1\n2 %d 1 50 0\n3 1 0 50 1\n' $$ $$ >"$tmp/debugfs/clients"
 export SVMBATCH_DEVICE=/dev/null SVMBATCH_DEBUGFS=$tmp/debugfs
 run "$cli" stat
-ok "stat: global counters" $((rc != 0 || $(grep -cE '^registrations: +4 live, 17 since load, 2 failed|^pinned: +300 pages \(1\.2 MiB\)|^stale: +1 ' "$tmp/out") != 3))
+ok "stat: global counters" $((rc != 0 || $(grep -cE '^registrations: +4 live, 17 since load, 2 failed|^pinned: +300 pages \(1\.2 MiB\)|^stale: +1 |^pin retries: +5 ' "$tmp/out") != 4))
 ok "stat: one line per process, files summed" $(($(grep -cE "^$$ +[^ ]+ +2 +4 +1000\.0 KiB +1$" "$tmp/out") != 1))
 run "$cli" stat --json
 json "d['global']['stale_total'] == 1 and [(p['pid'], p['files'], p['registrations'], p['pinned_bytes']) for p in d['processes']] == [(1, 1, 0, 50 * 4096), ($$, 2, 4, 250 * 4096)]"

@@ -124,6 +124,8 @@ int stat(const Paths &paths, bool json)
 		    human(g["pinned_pages"] * page).c_str());
 	std::printf("metadata:       %s\n", human(g["meta_bytes"]).c_str());
 	std::printf("stale:          %llu registrations went stale since load\n", g["stale_total"]);
+	std::printf("pin retries:    %llu pin attempts repeated (an invalidation raced them)\n",
+		    g["pin_retries"]);
 	std::printf("dma-buf:        %llu exported, %llu attachments\n", g["exports"],
 		    g["dmabuf_attachments"]);
 	std::printf("open files:     %llu\n", g["contexts"]);
