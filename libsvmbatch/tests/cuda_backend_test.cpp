@@ -25,7 +25,7 @@ const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
 CudaOptions fake()
 {
-	return {SVMBATCH_FAKE_CUDA_PATH, 0};
+	return {test::fake_cuda_library, 0};
 }
 
 using test::expect_error;
@@ -72,7 +72,7 @@ TEST_F(FakeCuda, NoDeviceIsENODEVWithTheCUresult)
 	EXPECT_NE(std::string(e.what()).find("CUDA_ERROR_NO_DEVICE"), std::string::npos) << e.what();
 
 	fake_cuda_reset(1);
-	e = expect_error([] { CudaBackend b({SVMBATCH_FAKE_CUDA_PATH, 3}); });
+	e = expect_error([] { CudaBackend b({test::fake_cuda_library, 3}); });
 	EXPECT_EQ(e.err(), ENODEV);
 	EXPECT_EQ(fake_cuda_primary_retained(), 0);
 }

@@ -40,7 +40,7 @@ bool have_kfd()
 
 HsaOptions fake(bool prefer_dmabuf = true, std::vector<std::size_t> gpus = {})
 {
-	return {SVMBATCH_FAKE_HSA_PATH, prefer_dmabuf, std::move(gpus)};
+	return {test::fake_hsa_library, prefer_dmabuf, std::move(gpus)};
 }
 
 HsaOptions library(const std::string &path)

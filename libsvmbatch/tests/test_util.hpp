@@ -12,6 +12,17 @@
 
 namespace svmbatch::test {
 
+/// The fake CUDA driver and HSA runtime (fake_cuda/, fake_hsa/) by soname,
+/// the way the backends' options name the real libcuda.so.1 and
+/// libhsa-runtime64.so.1.  The test binary links both fakes, so dlopen of
+/// the soname returns the copy the loader mapped at start (the one whose
+/// control functions the tests call), wherever it found it: through the
+/// build tree's RUNPATH on the host, through the guest's ld.so.cache
+/// (/usr/lib/svmbatch-tests, tools/vmtest/mkinitramfs.sh) in a guest.  No
+/// path of the build tree is compiled in.
+inline constexpr const char *fake_cuda_library = "libsvmbatch_fake_cuda.so";
+inline constexpr const char *fake_hsa_library = "libsvmbatch_fake_hsa.so";
+
 /// The mode the suite runs in: SVMBATCH_TEST_MODE=kernel|userspace (the
 /// guest runner sets kernel), userspace by default.
 Mode mode_under_test();

@@ -15,14 +15,21 @@
 #                 --tests is taken as a test
 #
 # Contents: busybox-static with its applet links, coreutils' timeout (busybox's
-# lacks --foreground), the tests and their shared libraries, svmbatch.ko under
-# extra/, the kernel modules the guest needs with their dependency closure
-# (decompressed, because busybox modprobe cannot read .ko.xz/.ko.zst), a fresh
-# modules.dep, an 8 MiB ext4 image for writeback tests, and tools/vmtest/init.
+# lacks --foreground), the tests and their shared libraries (those from
+# outside the system's library directories in /usr/lib/svmbatch-tests, which
+# /etc/ld.so.cache lists: see copy_libs), svmbatch.ko under extra/, the
+# kernel modules the guest needs with their dependency closure (decompressed,
+# because busybox modprobe cannot read .ko.xz/.ko.zst), a fresh modules.dep,
+# an 8 MiB ext4 image for writeback tests, and tools/vmtest/init.  Nothing
+# may be shipped under /tmp, where /init mounts a tmpfs.
 
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+
+# Shared libraries that are not in the system's library directories, in
+# the guest (see copy_libs).
+GUEST_LIBDIR=/usr/lib/svmbatch-tests
 
 # Modules loaded by init, in this order. crc32c is ext4's soft dependency
 # (modules.softdep), which modules.dep does not list.
@@ -89,15 +96,60 @@ add_kmod() {
 	echo "$name" >>"$ROOT/etc/vmtest/kmods"
 }
 
-# Copy an ELF file's shared libraries and dynamic loader, keeping their
-# paths; static executables and scripts need nothing.
+# Copy an ELF file's shared libraries and dynamic loader; static
+# executables and scripts need nothing.  Libraries from the system's
+# library directories (/lib*, /usr/lib*) keep their paths.  Any other one
+# (the fake CUDA driver and HSA runtime that the library tests link, found
+# in the build tree through their RUNPATH; something in /usr/local/lib)
+# goes to GUEST_LIBDIR under the name the loader looks for, and the image's
+# ld.so.cache lists that directory (make_ld_cache).  So nothing in the
+# guest depends on where the checkout lives: kept at its host path, a
+# library of a checkout under /tmp would even be hidden by the tmpfs that
+# /init mounts there (the tests then exited 127).
 copy_libs() {
-	local lib
-	for lib in $(ldd "$1" 2>/dev/null | grep -o '/[^ ]*' || true); do
-		[[ -e $ROOT$lib ]] && continue
-		mkdir -p "$ROOT$(dirname "$lib")"
-		cp -L "$lib" "$ROOT$lib"
+	local line lib dst
+	while read -r line; do
+		case $line in
+		*"=> not found"*) die "$1 needs ${line%% *}, which the host's loader does not find" ;;
+		*"=> /"*) lib=${line#*=> } ;;
+		/*) lib=$line ;; # the dynamic loader
+		*) continue ;;   # linux-vdso, "not a dynamic executable"
+		esac
+		lib=${lib%% (0x*}
+		case $lib in
+		/lib/* | /lib64/* | /usr/lib/* | /usr/lib64/*) dst=$lib ;;
+		*) dst=$GUEST_LIBDIR/${lib##*/} ;;
+		esac
+		if [[ -e $ROOT$dst ]]; then
+			cmp -s "$lib" "$ROOT$dst" ||
+				die "$1 needs $lib, and another library is shipped as $dst already"
+			continue
+		fi
+		mkdir -p "$ROOT$(dirname "$dst")"
+		cp -L "$lib" "$ROOT$dst"
+	done < <(ldd "$1" 2>/dev/null || true)
+}
+
+# The guest's loader finds GUEST_LIBDIR through ld.so.cache, like a system
+# directory (not through LD_LIBRARY_PATH, which a test that clears its
+# environment would lose).  Every library shipped there must be in it.
+make_ld_cache() {
+	local f cached
+	[[ -d $ROOT$GUEST_LIBDIR ]] || return 0
+	echo "$GUEST_LIBDIR" >"$ROOT/etc/ld.so.conf"
+	ldconfig -X -r "$ROOT" || die "ldconfig -r $ROOT failed"
+	cached=$(ldconfig -p -C "$ROOT/etc/ld.so.cache")
+	for f in "$ROOT$GUEST_LIBDIR"/*; do
+		grep -qF " => $GUEST_LIBDIR/${f##*/}" <<<"$cached" ||
+			die "$GUEST_LIBDIR/${f##*/} is shipped but not in the guest's ld.so.cache"
 	done
+}
+
+# /init mounts a tmpfs over /tmp, so nothing shipped there would be seen.
+check_tmp_empty() {
+	local f
+	f=$(find "$ROOT/tmp" -mindepth 1 -print -quit)
+	[[ -z $f ]] || die "${f#"$ROOT"} would be hidden by the tmpfs that /init mounts on /tmp"
 }
 
 install_busybox() {
@@ -134,6 +186,8 @@ install_files() {
 		src=${spec%%:*} dst=${spec#*:}
 		[[ $spec == *:* && -f $src && $dst == /* ]] ||
 			die "--file $spec: want SRC:DST, an existing SRC and an absolute DST"
+		[[ $dst == /tmp/* ]] &&
+			die "--file $spec: /init mounts a tmpfs over /tmp, which would hide $dst"
 		[[ -e $ROOT$dst ]] && die "--file $spec: $dst is shipped already"
 		mkdir -p "$ROOT$(dirname "$dst")"
 		cp -L "$src" "$ROOT$dst"
@@ -220,6 +274,8 @@ main() {
 		add_kmod "$m"
 	done
 	install_svmbatch
+	make_ld_cache
+	check_tmp_empty
 	regen_modules_dep
 	make_wb_image
 	make_dev_nodes
