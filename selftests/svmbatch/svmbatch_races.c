@@ -25,6 +25,7 @@
 #define MAX_ITERS	100000
 #define SPIN_MAX	20000	/* busy-loop iterations before a step */
 #define FILE_MARKER	0xf11ef11ef11ef11eULL
+#define BIG_PAGES	512	/* an anonymous range pinned before the file */
 
 static double race_seconds(void)
 {
@@ -778,11 +779,11 @@ static void run_file_race(struct __test_metadata *_metadata, const char *name,
 	unsigned long iters = 0, ok = 0, file_pages = 0, quiet_failed = 0;
 	unsigned long errs[4] = { 0 };
 	double deadline = now_s() + race_seconds();
-	struct svmbatch_range r;
+	struct svmbatch_range r[2];
 	struct file_race f = { .mprotect_only = mprotect_only };
 	unsigned int seed = race_seed();
 	long long pin0;
-	char path[256];
+	char path[256], *big;
 	pthread_t t;
 
 	if (!getenv(WRITEBACK_DIR_ENV) || !*getenv(WRITEBACK_DIR_ENV))
@@ -797,7 +798,16 @@ static void run_file_race(struct __test_metadata *_metadata, const char *name,
 		f.buf = mmap(NULL, NPAGES * PAGE_SZ, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(MAP_FAILED, f.buf);
-	r = mkrange(f.buf, NPAGES * PAGE_SZ, 0);
+	/*
+	 * The file range comes last after a large anonymous one: REGISTER
+	 * checks every mapping before it pins any page, so the check of the
+	 * file mapping and its pin are a whole large pin apart, and the
+	 * mprotect thread gets its chance to flip it in between.
+	 */
+	big = anon_map(BIG_PAGES * PAGE_SZ);
+	ASSERT_NE(NULL, big);
+	r[0] = mkrange(big, BIG_PAGES * PAGE_SZ, 0);
+	r[1] = mkrange(f.buf, NPAGES * PAGE_SZ, 0);
 	ksft_print_msg("%s: seed %u\n", name, seed);
 	pin0 = vmpin_kb();
 	ASSERT_EQ(0, pthread_barrier_init(&f.start, NULL, 2));
@@ -814,7 +824,7 @@ static void run_file_race(struct __test_metadata *_metadata, const char *name,
 		f.call_done = false;
 		pthread_barrier_wait(&f.start);
 		spin(spin_me);
-		ret = _test_cmd_register(f.fd, &r, 1, RANGE_SZ, &cmd);
+		ret = _test_cmd_register(f.fd, r, 2, RANGE_SZ, &cmd);
 		err = errno;
 		__atomic_store_n(&f.call_done, true, __ATOMIC_RELEASE);
 		pthread_barrier_wait(&f.done);
@@ -864,6 +874,7 @@ static void run_file_race(struct __test_metadata *_metadata, const char *name,
 	EXPECT_EQ(0UL, mprotect_only ? ok : quiet_failed);
 	close(f.fd);
 	munmap(f.buf, NPAGES * PAGE_SZ);
+	munmap(big, BIG_PAGES * PAGE_SZ);
 	close(f.file);
 	unlink(path);
 }
