@@ -110,6 +110,14 @@ fi
 # Installs the .debs on this machine, boots guests with the DKMS-built
 # module, purges them again.
 tap packages tools/check-packages.sh
+# The guest does not depend on where the checkout lives: the library tests
+# built in a copy under /tmp pass in a guest (of the first of KERNELS that
+# is not the debug kernel).
+pk=6.12
+for k in $KERNELS; do
+	[[ $k != debug ]] && { pk=$k; break; }
+done
+run path-independence tools/check-path-independence.sh --kernel "$pk"
 for k in $KERNELS; do
 	guest "$k"
 done
