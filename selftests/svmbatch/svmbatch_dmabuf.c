@@ -55,20 +55,6 @@ FIXTURE_TEARDOWN(dmabuf)
 		close(self->fd);
 }
 
-static int export_dmabuf(int fd, __u32 handle, __u32 flags)
-{
-	struct svmbatch_export_dmabuf cmd = {
-		.size = sizeof(cmd),
-		.flags = flags,
-		.handle = handle,
-		.fd = -1,
-	};
-
-	if (ioctl(fd, SVMBATCH_EXPORT_DMABUF, &cmd))
-		return -errno;
-	return cmd.fd;
-}
-
 /* Byte @off of the dma-buf: the ranges concatenated in REGISTER order. */
 static char *dmabuf_byte(struct svmbatch_range *r, size_t off)
 {

@@ -39,24 +39,6 @@ static char *page(char *buf, unsigned int n)
 	return buf + n * PAGE_SZ;
 }
 
-/* Exclusive end of the user address space, TASK_SIZE_MAX on x86-64. */
-static __u64 task_size(void)
-{
-	char line[4096];
-	bool la57 = false;
-	FILE *f = fopen("/proc/cpuinfo", "re");
-
-	while (f && fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "flags", 5)) {
-			la57 = strstr(line, " la57");
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-	return la57 ? 0x00fffffffffff000ULL : 0x00007ffffffff000ULL;
-}
-
 /* ------------------------------------------------------------ GET_INFO */
 
 TEST_F(svmbatch, get_info)

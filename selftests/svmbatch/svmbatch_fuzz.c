@@ -309,24 +309,6 @@ static unsigned int cmd_index(unsigned long cmd)
 	return C_OTHER;
 }
 
-/* Exclusive end of the user address space, TASK_SIZE_MAX on x86-64. */
-static __u64 task_size(void)
-{
-	char line[4096];
-	bool la57 = false;
-	FILE *f = fopen("/proc/cpuinfo", "re");
-
-	while (f && fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, "flags", 5)) {
-			la57 = strstr(line, " la57");
-			break;
-		}
-	}
-	if (f)
-		fclose(f);
-	return la57 ? 0x00fffffffffff000ULL : 0x00007ffffffff000ULL;
-}
-
 /* An address nothing is ever mapped at. */
 static __u64 bad_addr(struct fuzz *f, __u64 *rng)
 {

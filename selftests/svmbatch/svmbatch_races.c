@@ -60,20 +60,6 @@ static unsigned int race_seed(void)
 		   (unsigned int)time(NULL) ^ (unsigned int)getpid();
 }
 
-static int export_ro(int fd, __u32 handle)
-{
-	struct svmbatch_export_dmabuf cmd = {
-		.size = sizeof(cmd),
-		.flags = O_CLOEXEC,
-		.handle = handle,
-		.fd = -1,
-	};
-
-	if (ioctl(fd, SVMBATCH_EXPORT_DMABUF, &cmd))
-		return -errno;
-	return cmd.fd;
-}
-
 static int query_stale(int fd, __u32 handle)
 {
 	struct svmbatch_query q;
@@ -215,7 +201,7 @@ static unsigned int verify_registration(struct __test_metadata *_metadata,
 		ASSERT_NE(NULL, va);
 		*(__u64 *)va = ((__u64)rc->iters << 20) | k;
 	}
-	dfd = export_ro(rc->fd, handle);
+	dfd = export_dmabuf(rc->fd, handle, O_CLOEXEC);
 	ASSERT_LE(0, dfd) TH_LOG("EXPORT_DMABUF: %s", strerror(-dfd));
 	alias = mmap(NULL, nr_pages * PAGE_SZ, PROT_READ, MAP_SHARED, dfd, 0);
 	ASSERT_NE(MAP_FAILED, alias);
@@ -551,7 +537,7 @@ static void *export_thread(void *arg)
 	int dfd;
 
 	pthread_barrier_wait(&h->start);
-	dfd = export_ro(h->fd, h->handle);
+	dfd = export_dmabuf(h->fd, h->handle, O_CLOEXEC);
 	h->export_ret = dfd < 0 ? -dfd : 0;
 	h->export_ok = false;
 	if (dfd >= 0) {
@@ -841,7 +827,7 @@ static void run_file_race(struct __test_metadata *_metadata, const char *name,
 		}
 		ok++;
 		{
-			int dfd = export_ro(f.fd, cmd.handle);
+			int dfd = export_dmabuf(f.fd, cmd.handle, O_CLOEXEC);
 			unsigned int k;
 			char *m;
 

@@ -225,17 +225,15 @@ static void check_pages_mapped(struct __test_metadata *_metadata, int fd,
 			       __u32 handle, const struct svmbatch_range *r,
 			       unsigned int nr, __u32 export_flags)
 {
-	struct svmbatch_export_dmabuf cmd = {
-		.size = sizeof(cmd), .flags = export_flags, .handle = handle,
-	};
+	int dfd = export_dmabuf(fd, handle, export_flags);
 	size_t off = 0, len = 0;
 	unsigned int i;
 	char *alias;
 
 	for (i = 0; i < nr; i++)
 		len += r[i].len;
-	ASSERT_EQ(0, ioctl(fd, SVMBATCH_EXPORT_DMABUF, &cmd));
-	alias = mmap(NULL, len, PROT_READ, MAP_SHARED, cmd.fd, 0);
+	ASSERT_LE(0, dfd);
+	alias = mmap(NULL, len, PROT_READ, MAP_SHARED, dfd, 0);
 	ASSERT_NE(MAP_FAILED, alias);
 	for (i = 0; i < nr; i++) {
 		ASSERT_EQ(0, memcmp(alias + off, u64_ptr(r[i].addr), r[i].len))
@@ -243,7 +241,7 @@ static void check_pages_mapped(struct __test_metadata *_metadata, int fd,
 		off += r[i].len;
 	}
 	munmap(alias, len);
-	close(cmd.fd);
+	close(dfd);
 }
 
 /* An invalidation during the pin: REGISTER pins again and succeeds. */

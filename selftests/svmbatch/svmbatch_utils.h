@@ -607,6 +607,39 @@ static inline int _test_cmd_query(int fd, __u32 handle, void *ranges,
 		free(__got);						\
 	})
 
+/* EXPORT_DMABUF of @handle with @flags: the dma-buf fd or -errno. */
+static inline int export_dmabuf(int fd, __u32 handle, __u32 flags)
+{
+	struct svmbatch_export_dmabuf cmd = {
+		.size = sizeof(cmd),
+		.flags = flags,
+		.handle = handle,
+		.fd = -1,
+	};
+
+	if (ioctl(fd, SVMBATCH_EXPORT_DMABUF, &cmd))
+		return -errno;
+	return cmd.fd;
+}
+
+/* Exclusive end of the user address space, TASK_SIZE_MAX on x86-64. */
+static inline __u64 task_size(void)
+{
+	char line[4096];
+	bool la57 = false;
+	FILE *f = fopen("/proc/cpuinfo", "re");
+
+	while (f && fgets(line, sizeof(line), f)) {
+		if (!strncmp(line, "flags", 5)) {
+			la57 = strstr(line, " la57");
+			break;
+		}
+	}
+	if (f)
+		fclose(f);
+	return la57 ? 0x00fffffffffff000ULL : 0x00007ffffffff000ULL;
+}
+
 /* ------------------------------------------------------- capabilities */
 
 /* Drop @cap from the effective set of this process (no libcap). */
@@ -646,22 +679,34 @@ static inline bool have_fault_injection(int fd)
 	       !access(SVMBATCH_FAIL_NTH, W_OK);
 }
 
-static inline int fail_nth_set(unsigned long n)
+/* Write @n to the debugfs knob @path; 0 or -1. */
+static inline int knob_set(const char *path, unsigned long n)
 {
 	char buf[32];
 
 	snprintf(buf, sizeof(buf), "%lu\n", n);
-	return write_file(SVMBATCH_FAIL_NTH, buf);
+	return write_file(path, buf);
+}
+
+/* The value of the debugfs knob @path, -1 on error. */
+static inline long knob_get(const char *path)
+{
+	char buf[32];
+
+	if (read_file(path, buf, sizeof(buf)) < 0)
+		return -1;
+	return strtol(buf, NULL, 10);
+}
+
+static inline int fail_nth_set(unsigned long n)
+{
+	return knob_set(SVMBATCH_FAIL_NTH, n);
 }
 
 /* Remaining countdown of this process, 0 if not armed, -1 on error. */
 static inline long fail_nth_get(void)
 {
-	char buf[32];
-
-	if (read_file(SVMBATCH_FAIL_NTH, buf, sizeof(buf)) < 0)
-		return -1;
-	return strtol(buf, NULL, 10);
+	return knob_get(SVMBATCH_FAIL_NTH);
 }
 
 /*
@@ -670,19 +715,12 @@ static inline long fail_nth_get(void)
  */
 static inline int fake_invalidations_set(unsigned long n)
 {
-	char buf[32];
-
-	snprintf(buf, sizeof(buf), "%lu\n", n);
-	return write_file(SVMBATCH_FAKE_INVAL, buf);
+	return knob_set(SVMBATCH_FAKE_INVAL, n);
 }
 
 static inline long fake_invalidations_get(void)
 {
-	char buf[32];
-
-	if (read_file(SVMBATCH_FAKE_INVAL, buf, sizeof(buf)) < 0)
-		return -1;
-	return strtol(buf, NULL, 10);
+	return knob_get(SVMBATCH_FAKE_INVAL);
 }
 
 /* ------------------------------------------------------------ fd passing */
