@@ -20,11 +20,29 @@
 
 #include "svmbatch_priv.h"
 
-static DEFINE_SPINLOCK(svmbatch_fault_lock);
-static pid_t svmbatch_fault_tgid;
-static u64 svmbatch_fault_countdown;
-static pid_t svmbatch_fake_inval_tgid;
-static u64 svmbatch_fake_inval_left;
+/* A countdown armed by one thread group through a debugfs file. */
+struct svmbatch_knob {
+	pid_t tgid;
+	u64 count;
+};
+
+static DEFINE_SPINLOCK(svmbatch_fault_lock);	/* protects both knobs */
+static struct svmbatch_knob svmbatch_fail_nth;
+static struct svmbatch_knob svmbatch_fake_inval;
+
+/* Count @k down by one for the calling process; its value before, or 0. */
+static u64 svmbatch_knob_take(struct svmbatch_knob *k)
+{
+	u64 before = 0;
+
+	if (!READ_ONCE(k->count))
+		return 0;
+	spin_lock(&svmbatch_fault_lock);
+	if (k->count && k->tgid == task_tgid_nr(current))
+		before = k->count--;
+	spin_unlock(&svmbatch_fault_lock);
+	return before;
+}
 
 /**
  * svmbatch_should_fail() - an injection point
@@ -33,18 +51,10 @@ static u64 svmbatch_fake_inval_left;
  */
 bool svmbatch_should_fail(void)
 {
-	bool fail = false;
+	bool fail = svmbatch_knob_take(&svmbatch_fail_nth) == 1;
 
-	if (!READ_ONCE(svmbatch_fault_countdown))
-		return false;
-	spin_lock(&svmbatch_fault_lock);
-	if (svmbatch_fault_countdown &&
-	    svmbatch_fault_tgid == task_tgid_nr(current)) {
-		fail = --svmbatch_fault_countdown == 0;
-		if (fail)
-			atomic64_inc(&svmbatch_stats.injected_failures);
-	}
-	spin_unlock(&svmbatch_fault_lock);
+	if (fail)
+		atomic64_inc(&svmbatch_stats.injected_failures);
 	return fail;
 }
 
@@ -56,59 +66,33 @@ bool svmbatch_should_fail(void)
  */
 bool svmbatch_fake_invalidation(void)
 {
-	bool fake = false;
-
-	if (!READ_ONCE(svmbatch_fake_inval_left))
-		return false;
-	spin_lock(&svmbatch_fault_lock);
-	if (svmbatch_fake_inval_left &&
-	    svmbatch_fake_inval_tgid == task_tgid_nr(current)) {
-		svmbatch_fake_inval_left--;
-		fake = true;
-	}
-	spin_unlock(&svmbatch_fault_lock);
-	return fake;
+	return svmbatch_knob_take(&svmbatch_fake_inval) != 0;
 }
 
-static int svmbatch_fail_nth_get(void *data, u64 *val)
+static int svmbatch_knob_get(void *data, u64 *val)
 {
+	struct svmbatch_knob *k = data;
+
 	spin_lock(&svmbatch_fault_lock);
-	*val = svmbatch_fault_countdown;
+	*val = k->count;
 	spin_unlock(&svmbatch_fault_lock);
 	return 0;
 }
 
-static int svmbatch_fail_nth_set(void *data, u64 val)
+/* Arms @data for the writer's thread group; 0 disarms. */
+static int svmbatch_knob_set(void *data, u64 val)
 {
+	struct svmbatch_knob *k = data;
+
 	spin_lock(&svmbatch_fault_lock);
-	svmbatch_fault_tgid = task_tgid_nr(current);
-	WRITE_ONCE(svmbatch_fault_countdown, val);
+	k->tgid = task_tgid_nr(current);
+	WRITE_ONCE(k->count, val);
 	spin_unlock(&svmbatch_fault_lock);
 	return 0;
 }
 
-DEFINE_DEBUGFS_ATTRIBUTE(svmbatch_fail_nth_fops, svmbatch_fail_nth_get,
-			 svmbatch_fail_nth_set, "%llu\n");
-
-static int svmbatch_fake_inval_get(void *data, u64 *val)
-{
-	spin_lock(&svmbatch_fault_lock);
-	*val = svmbatch_fake_inval_left;
-	spin_unlock(&svmbatch_fault_lock);
-	return 0;
-}
-
-static int svmbatch_fake_inval_set(void *data, u64 val)
-{
-	spin_lock(&svmbatch_fault_lock);
-	svmbatch_fake_inval_tgid = task_tgid_nr(current);
-	WRITE_ONCE(svmbatch_fake_inval_left, val);
-	spin_unlock(&svmbatch_fault_lock);
-	return 0;
-}
-
-DEFINE_DEBUGFS_ATTRIBUTE(svmbatch_fake_inval_fops, svmbatch_fake_inval_get,
-			 svmbatch_fake_inval_set, "%llu\n");
+DEFINE_DEBUGFS_ATTRIBUTE(svmbatch_knob_fops, svmbatch_knob_get,
+			 svmbatch_knob_set, "%llu\n");
 
 /**
  * svmbatch_fault_debugfs_init() - create debugfs "fail_nth" and
@@ -117,8 +101,8 @@ DEFINE_DEBUGFS_ATTRIBUTE(svmbatch_fake_inval_fops, svmbatch_fake_inval_get,
  */
 void svmbatch_fault_debugfs_init(struct dentry *dir)
 {
-	debugfs_create_file_unsafe("fail_nth", 0600, dir, NULL,
-				   &svmbatch_fail_nth_fops);
-	debugfs_create_file_unsafe("fake_invalidations", 0600, dir, NULL,
-				   &svmbatch_fake_inval_fops);
+	debugfs_create_file_unsafe("fail_nth", 0600, dir, &svmbatch_fail_nth,
+				   &svmbatch_knob_fops);
+	debugfs_create_file_unsafe("fake_invalidations", 0600, dir,
+				   &svmbatch_fake_inval, &svmbatch_knob_fops);
 }
