@@ -25,10 +25,13 @@ struct svmbatch_limits svmbatch_limits = {
 
 /*
  * Upper bounds of the parameters.  The range tables of a REGISTER are sized
- * by max_ranges (24 bytes a range at most: the overlap check), so 2^20
- * ranges stay far below kvmalloc()'s INT_MAX limit, beyond which it WARNs.
+ * by max_ranges (24 bytes a range at most: the overlap check), so they
+ * stay far below kvmalloc()'s INT_MAX limit, beyond which it WARNs.  The
+ * tables are also sorted twice with the kernel's sort(), which never
+ * reschedules: 2^16 ranges keep that short even on a slow (emulated,
+ * KASAN) machine, where 2^20 tripped the soft-lockup watchdog.
  */
-#define SVMBATCH_MAX_RANGES_LIMIT		BIT(20)
+#define SVMBATCH_MAX_RANGES_LIMIT		BIT(16)
 #define SVMBATCH_MAX_REGISTRATIONS_LIMIT	BIT(20)
 #define SVMBATCH_MAX_RANGE_BYTES_LIMIT		BIT_ULL(40)
 
@@ -78,7 +81,7 @@ static const struct kernel_param_ops svmbatch_max_range_bytes_ops = {
 module_param_cb(max_ranges, &svmbatch_max_ranges_ops,
 		&svmbatch_limits.max_ranges, 0644);
 MODULE_PARM_DESC(max_ranges,
-		 "Most ranges in one REGISTER, 1..1048576 (default 16384)");
+		 "Most ranges in one REGISTER, 1..65536 (default 16384)");
 module_param_cb(max_registrations, &svmbatch_max_registrations_ops,
 		&svmbatch_limits.max_registrations, 0644);
 MODULE_PARM_DESC(max_registrations,

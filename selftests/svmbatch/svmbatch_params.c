@@ -8,7 +8,7 @@
 #include "svmbatch_utils.h"
 
 #define PARAM_DIR	"/sys/module/svmbatch/parameters/"
-#define RANGES_LIMIT	1048576U
+#define RANGES_LIMIT	65536U
 #define REGS_LIMIT	1048576U
 #define BYTES_LIMIT	1099511627776ULL
 
@@ -73,7 +73,7 @@ TEST_F(params, out_of_bounds_refused)
 	static const struct {
 		const char *name, *val;
 	} bad[] = {
-		{ "max_ranges", "0" }, { "max_ranges", "1048577" },
+		{ "max_ranges", "0" }, { "max_ranges", "65537" },
 		{ "max_ranges", "4294967295" }, { "max_ranges", "-1" },
 		{ "max_ranges", "many" },
 		{ "max_registrations", "0" },
@@ -105,7 +105,7 @@ TEST_F(params, limits_accepted_and_reported)
 {
 	struct svmbatch_info info;
 
-	ASSERT_EQ(0, param_write("max_ranges", "1048576"));
+	ASSERT_EQ(0, param_write("max_ranges", "65536"));
 	ASSERT_EQ(0, param_write("max_registrations", "1048576"));
 	ASSERT_EQ(0, param_write("max_range_bytes", "1099511627776"));
 	test_cmd_get_info(&info);
@@ -120,7 +120,7 @@ TEST_F(params, limits_accepted_and_reported)
 }
 
 /*
- * At max_ranges = 2^20, a REGISTER of 2^20 one-page ranges allocates every
+ * At max_ranges = 2^16, a REGISTER of 2^16 one-page ranges allocates every
  * table at its largest (ranges, overlap check, address index, notifier),
  * checks and charges them, and fails at the first pin (the pages are
  * PROT_NONE) with nothing left behind; one range more is E2BIG, and so is
@@ -138,7 +138,7 @@ TEST_F_TIMEOUT(params, max_ranges_at_its_bound, 300)
 
 	if (!have_effective_cap(CAP_IPC_LOCK))
 		SKIP(return, "needs CAP_IPC_LOCK to charge 4 GiB");
-	ASSERT_EQ(0, param_write("max_ranges", "1048576"));
+	ASSERT_EQ(0, param_write("max_ranges", "65536"));
 	va = mmap(NULL, 2 * n * PAGE_SZ, PROT_NONE,
 		  MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
 	ASSERT_NE(MAP_FAILED, va);
