@@ -122,7 +122,7 @@ kmod-one:
 	for variant in release test; do \
 		out=$(BUILD)/kmod/$$abi/$$variant; \
 		fi=n; [ $$variant = test ] && fi=y; \
-		rm -rf $$out && mkdir -p $$out && cp kmod/Kbuild kmod/Makefile kmod/*.[ch] $$out/; \
+		rm -rf $$out && mkdir -p $$out && cp -r kmod/. $$out/; \
 		$(MAKE) --no-print-directory -C $$out KDIR=$$kdir \
 			FAULT_INJECTION=$$fi SVMBATCH_UAPI=$(CURDIR)/uapi W=1 \
 			2>&1 | tee $$out/build.log; \
@@ -135,7 +135,7 @@ kmod-one:
 sparse-one:
 	@set -e; abi=$(call abi,$(KERNEL)); out=$(BUILD)/kmod/$$abi/sparse; \
 	kdir=$$(tools/vmtest/kernels.sh headers $(KERNEL)); \
-	rm -rf $$out && mkdir -p $$out && cp kmod/Kbuild kmod/Makefile kmod/*.[ch] $$out/; \
+	rm -rf $$out && mkdir -p $$out && cp -r kmod/. $$out/; \
 	$(MAKE) --no-print-directory -C $$out KDIR=$$kdir \
 		FAULT_INJECTION=y SVMBATCH_UAPI=$(CURDIR)/uapi C=2 2>&1 | tee $$out/build.log; \
 	if grep -E "warning:|error:" $$out/build.log; then \
