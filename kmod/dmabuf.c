@@ -363,8 +363,8 @@ static struct svmbatch_dmabuf *svmbatch_dmabuf_priv(struct svmbatch_reg *reg)
 }
 
 /**
- * svmbatch_export_dmabuf() - SVMBATCH_EXPORT_DMABUF: a registration as a
- *	dma-buf
+ * svmbatch_cmd_export_dmabuf() - SVMBATCH_EXPORT_DMABUF: a registration
+ *	as a dma-buf
  * @ucmd: command holding a struct svmbatch_export_dmabuf
  *
  * @cmd->flags takes O_CLOEXEC and O_RDWR; without O_RDWR the dma-buf file
@@ -374,7 +374,7 @@ static struct svmbatch_dmabuf *svmbatch_dmabuf_priv(struct svmbatch_reg *reg)
  * unknown handle, -EACCES for O_RDWR of a registration with read-only
  * ranges, -ENOMEM, -EMFILE, or -EFAULT.
  */
-int svmbatch_export_dmabuf(struct svmbatch_ucmd *ucmd)
+int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd)
 {
 	struct svmbatch_export_dmabuf *cmd = ucmd->cmd;
 	DEFINE_DMA_BUF_EXPORT_INFO(exp_info);

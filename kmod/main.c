@@ -4,7 +4,8 @@
  *
  * This file owns the misc device, the module parameters and the ioctl
  * table.  Size checking and copy_struct_from_user() are done once here, so
- * each command in register.c only sees a fully read command struct.
+ * each handler, svmbatch_cmd_<command>() in commands.c and dmabuf.c, only
+ * sees a fully read command struct.
  */
 #define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
 
@@ -125,15 +126,15 @@ struct svmbatch_ioctl_op {
 	}
 
 static const struct svmbatch_ioctl_op svmbatch_ioctl_ops[] = {
-	IOCTL_OP(GET_INFO, svmbatch_get_info, struct svmbatch_info,
-		 max_range_bytes, false),
-	IOCTL_OP(REGISTER, svmbatch_register,
+	IOCTL_OP(GET_INFO, svmbatch_cmd_get_info,
+		 struct svmbatch_info, max_range_bytes, false),
+	IOCTL_OP(REGISTER, svmbatch_cmd_register,
 		 struct svmbatch_register, nr_pages, true),
-	IOCTL_OP(UNREGISTER, svmbatch_unregister,
+	IOCTL_OP(UNREGISTER, svmbatch_cmd_unregister,
 		 struct svmbatch_unregister, handle, false),
-	IOCTL_OP(QUERY, svmbatch_query, struct svmbatch_query,
-		 reserved, false),
-	IOCTL_OP(EXPORT_DMABUF, svmbatch_export_dmabuf,
+	IOCTL_OP(QUERY, svmbatch_cmd_query,
+		 struct svmbatch_query, reserved, false),
+	IOCTL_OP(EXPORT_DMABUF, svmbatch_cmd_export_dmabuf,
 		 struct svmbatch_export_dmabuf, fd, false),
 };
 

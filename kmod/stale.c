@@ -12,7 +12,7 @@
  * The notifier is inserted before pinning, in the kernel's usual pattern
  * (mmu_interval_read_begin() before, mmu_interval_read_retry() after):
  * an invalidation that lands while a REGISTER pins makes it pin again
- * (register.c), since the pages it got may already be gone from the
+ * (batch.c), since the pages it got may already be gone from the
  * address space.  Once the pin is verified the registration is LIVE, and
  * an invalidation marks it STALE and signals its eventfd once.  The check
  * of the sequence and the switch to LIVE happen under @notifier_lock,

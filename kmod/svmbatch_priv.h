@@ -131,9 +131,6 @@ struct svmbatch_reg {
 #define SVMBATCH_REG_WATCHED	1	/* @notifier is inserted */
 #define SVMBATCH_REG_LIVE	2	/* pinned pages verified current */
 
-/* Pin attempts of one REGISTER when invalidations race the pin. */
-#define SVMBATCH_PIN_ATTEMPTS	4
-
 /* An ioctl in flight: the command struct copied in, ready to copy out. */
 struct svmbatch_ucmd {
 	struct svmbatch_ctx *ctx;
@@ -156,14 +153,22 @@ struct svmbatch_reg *svmbatch_ctx_get(struct svmbatch_ctx *ctx, u32 handle);
 int svmbatch_ctx_remove(struct svmbatch_ctx *ctx, u32 handle);
 void svmbatch_ctx_note_failure(struct svmbatch_ctx *ctx);
 
-/* register.c: the commands */
-int svmbatch_get_info(struct svmbatch_ucmd *ucmd);
-int svmbatch_register(struct svmbatch_ucmd *ucmd);
-int svmbatch_unregister(struct svmbatch_ucmd *ucmd);
-int svmbatch_query(struct svmbatch_ucmd *ucmd);
-
+/*
+ * The ioctl handlers, one per command, named svmbatch_cmd_<command>() to
+ * keep them apart from the uapi structs (struct svmbatch_<command>) and
+ * the library's C API (svmbatch_<object>_<verb>()).
+ */
+/* commands.c */
+int svmbatch_cmd_get_info(struct svmbatch_ucmd *ucmd);
+int svmbatch_cmd_register(struct svmbatch_ucmd *ucmd);
+int svmbatch_cmd_unregister(struct svmbatch_ucmd *ucmd);
+int svmbatch_cmd_query(struct svmbatch_ucmd *ucmd);
 /* dmabuf.c */
-int svmbatch_export_dmabuf(struct svmbatch_ucmd *ucmd);
+int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd);
+
+/* batch.c: REGISTER's transaction */
+struct svmbatch_reg *svmbatch_batch_pin(const struct svmbatch_register *cmd,
+					u32 *error_index);
 
 /* pin.c: pinning, accounting, the registration object */
 struct svmbatch_reg *svmbatch_reg_alloc(u32 nr_ranges);
