@@ -306,15 +306,19 @@ static void svmbatch_dmabuf_vunmap(struct dma_buf *dmabuf,
 	vunmap(map->vaddr);
 }
 
-static void svmbatch_dmabuf_release(struct dma_buf *dmabuf)
+/* Free the exporter state and drop its reference on the registration. */
+static void svmbatch_dmabuf_destroy(struct svmbatch_dmabuf *priv)
 {
-	struct svmbatch_dmabuf *priv = dmabuf->priv;
-
-	atomic64_dec(&svmbatch_stats.exports);
 	svmbatch_reg_put(priv->reg);
 	kvfree(priv->run_start);
 	mutex_destroy(&priv->lock);
 	kfree(priv);
+}
+
+static void svmbatch_dmabuf_release(struct dma_buf *dmabuf)
+{
+	atomic64_dec(&svmbatch_stats.exports);
+	svmbatch_dmabuf_destroy(dmabuf->priv);
 }
 
 static const struct dma_buf_ops svmbatch_dmabuf_ops = {
@@ -330,7 +334,11 @@ static const struct dma_buf_ops svmbatch_dmabuf_ops = {
 	.release = svmbatch_dmabuf_release,
 };
 
-static struct svmbatch_dmabuf *svmbatch_dmabuf_priv(struct svmbatch_reg *reg)
+/*
+ * The exporter state of a new dma-buf over @reg.  It takes over the
+ * caller's reference on @reg only on success.
+ */
+static struct svmbatch_dmabuf *svmbatch_dmabuf_create(struct svmbatch_reg *reg)
 {
 	struct svmbatch_dmabuf *priv;
 	u64 start = 0;
@@ -389,14 +397,15 @@ int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd)
 	reg = svmbatch_ctx_get(ucmd->ctx, cmd->handle);
 	if (!reg)
 		return -ENOENT;
-	priv = svmbatch_dmabuf_priv(reg);
+	priv = svmbatch_dmabuf_create(reg);
 	if (!priv) {
-		ret = -ENOMEM;
-		goto err_put;
+		svmbatch_reg_put(reg);
+		return -ENOMEM;
 	}
+	/* From here @priv holds the reference on @reg. */
 	if ((cmd->flags & O_RDWR) && !priv->writable) {
 		ret = -EACCES;
-		goto err_priv;
+		goto err_destroy;
 	}
 
 	exp_info.ops = &svmbatch_dmabuf_ops;
@@ -407,33 +416,31 @@ int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd)
 		 dma_buf_export(&exp_info);
 	if (IS_ERR(dmabuf)) {
 		ret = PTR_ERR(dmabuf);
-		goto err_priv;
+		goto err_destroy;
 	}
-	/* From here the dma-buf owns priv and the reference on reg. */
+	/* From here the dma-buf owns @priv: its release destroys it. */
 	atomic64_inc(&svmbatch_stats.exports);
 	fd = svmbatch_should_fail() ? -EMFILE :
 	     get_unused_fd_flags(cmd->flags & O_CLOEXEC);
 	if (fd < 0) {
-		dma_buf_put(dmabuf);
-		return fd;
+		ret = fd;
+		goto err_put_dmabuf;
 	}
 	/* Install the fd only once the caller has learnt its number. */
 	cmd->fd = fd;
 	ret = svmbatch_ucmd_respond(ucmd);
-	if (ret) {
-		put_unused_fd(fd);
-		dma_buf_put(dmabuf);
-		return ret;
-	}
+	if (ret)
+		goto err_put_fd;
 	fd_install(fd, dmabuf->file);
 	return 0;
 
-err_priv:
-	kvfree(priv->run_start);
-	mutex_destroy(&priv->lock);
-	kfree(priv);
-err_put:
-	svmbatch_reg_put(reg);
+err_put_fd:
+	put_unused_fd(fd);
+err_put_dmabuf:
+	dma_buf_put(dmabuf);
+	return ret;
+err_destroy:
+	svmbatch_dmabuf_destroy(priv);
 	return ret;
 }
 
