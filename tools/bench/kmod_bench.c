@@ -153,123 +153,144 @@ static char *map_ranges(const struct config *c, struct svmbatch_range *r,
 	return base;
 }
 
-static int bench_batch(const struct config *c, struct svmbatch_range *r,
-		       struct result *res)
+/* What one configuration's methods work on. */
+struct run {
+	const struct config *c;
+	struct svmbatch_range *r;
+	const struct iovec *iov;
+	struct io_uring ring;
+	struct result *res;
+};
+
+/* Repetition @rep of a method: its time in *@us, or -errno. */
+typedef int (*once_fn)(struct run *run, int rep, double *us);
+
+/*
+ * The median time of REPS repetitions of @once in *@median_us; with
+ * @may_shorten, only SLOW_REPS when the first took over SLOW_REP_US.  The
+ * number of repetitions in *@reps.
+ */
+static int time_reps(once_fn once, struct run *run, int may_shorten,
+		     double *median_us, int *reps)
+{
+	double t[REPS];
+	int i, ret;
+
+	*reps = REPS;
+	for (i = 0; i < *reps; i++) {
+		ret = once(run, i, &t[i]);
+		if (ret)
+			return ret;
+		if (may_shorten && i == 0 && t[0] > SLOW_REP_US)
+			*reps = SLOW_REPS;
+	}
+	*median_us = median(t, *reps);
+	return 0;
+}
+
+/* (a) one REGISTER of all N ranges + UNREGISTER; the first also QUERYs. */
+static int batch_once(struct run *run, int rep, double *us)
 {
 	struct svmbatch_query q = { .size = sizeof(q) };
-	double t[REPS];
+	double t0 = now_us(), t1;
 	uint32_t h;
-	int i, ret;
+	int ret;
 
-	for (i = 0; i < REPS; i++) {
-		double t0 = now_us();
-
-		ret = svm_register(r, c->n, &h);
-		if (ret)
-			return ret;
-		if (i == 0) {
-			double t1 = now_us();
-
-			q.handle = h;
-			if (ioctl(svm_fd, SVMBATCH_QUERY, &q))
-				return -errno;
-			res->pages = q.nr_pages;
-			res->segments = q.nr_segments;
-			res->folios = q.nr_folios;
-			res->meta_per_page = (double)q.meta_bytes / q.nr_pages;
-			t0 += now_us() - t1;	/* QUERY is not timed */
-		}
-		ret = svm_unregister(h);
-		if (ret)
-			return ret;
-		t[i] = now_us() - t0;
-	}
-	res->batch_us = median(t, REPS);
-	return 0;
-}
-
-static int bench_single(const struct config *c, struct svmbatch_range *r,
-			struct result *res)
-{
-	double t[REPS];
-	unsigned int k;
-	uint32_t h;
-	int i, ret, reps = REPS;
-
-	for (i = 0; i < reps; i++) {
-		double t0 = now_us();
-
-		for (k = 0; k < c->n; k++) {
-			ret = svm_register(&r[k], 1, &h);
-			if (!ret)
-				ret = svm_unregister(h);
-			if (ret)
-				return ret;
-		}
-		t[i] = now_us() - t0;
-		if (i == 0 && t[0] > SLOW_REP_US)
-			reps = SLOW_REPS;
-	}
-	res->single_us = median(t, reps);
-	res->single_reps = reps;
-	return 0;
-}
-
-static int bench_floor(const struct config *c, struct svmbatch_range *r,
-		       struct result *res)
-{
-	double t[REPS];
-	unsigned int k;
-	int i;
-
-	res->floor_us = -1;
-	if (gup_fd < 0)
-		return 0;
-	for (i = 0; i < REPS; i++) {
-		double sum = 0;
-
-		for (k = 0; k < c->n; k++) {
-			struct gup_test g = {
-				.addr = r[k].addr, .size = r[k].len,
-				.nr_pages_per_call = GUP_CHUNK_PAGES,
-				.gup_flags = FOLL_WRITE | FOLL_LONGTERM,
-			};
-
-			if (ioctl(gup_fd, PIN_FAST_BENCHMARK, &g))
-				return -errno;
-			sum += g.get_delta_usec + g.put_delta_usec;
-		}
-		t[i] = sum;
-	}
-	res->floor_us = median(t, REPS);
-	return 0;
-}
-
-static int bench_uring(const struct config *c, const struct iovec *iov,
-		       struct result *res)
-{
-	struct io_uring ring;
-	double t[REPS];
-	int i, ret;
-
-	ret = io_uring_queue_init(4, &ring, 0);
+	ret = svm_register(run->r, run->c->n, &h);
 	if (ret)
 		return ret;
-	for (i = 0; i < REPS; i++) {
-		double t0 = now_us();
+	if (rep == 0) {
+		t1 = now_us();
+		q.handle = h;
+		if (ioctl(svm_fd, SVMBATCH_QUERY, &q))
+			return -errno;
+		run->res->pages = q.nr_pages;
+		run->res->segments = q.nr_segments;
+		run->res->folios = q.nr_folios;
+		run->res->meta_per_page = (double)q.meta_bytes / q.nr_pages;
+		t0 += now_us() - t1;	/* QUERY is not timed */
+	}
+	ret = svm_unregister(h);
+	*us = now_us() - t0;
+	return ret;
+}
 
-		ret = io_uring_register_buffers(&ring, iov, c->n);
+/* (b) N one-range REGISTER + UNREGISTER calls. */
+static int single_once(struct run *run, int rep, double *us)
+{
+	double t0 = now_us();
+	unsigned int k;
+	uint32_t h;
+	int ret;
+
+	(void)rep;
+	for (k = 0; k < run->c->n; k++) {
+		ret = svm_register(&run->r[k], 1, &h);
 		if (!ret)
-			ret = io_uring_unregister_buffers(&ring);
+			ret = svm_unregister(h);
 		if (ret)
-			break;
-		t[i] = now_us() - t0;
+			return ret;
 	}
-	io_uring_queue_exit(&ring);
+	*us = now_us() - t0;
+	return 0;
+}
+
+/* (c) gup_test's own get + put time for the same ranges. */
+static int floor_once(struct run *run, int rep, double *us)
+{
+	unsigned int k;
+
+	(void)rep;
+	*us = 0;
+	for (k = 0; k < run->c->n; k++) {
+		struct gup_test g = {
+			.addr = run->r[k].addr, .size = run->r[k].len,
+			.nr_pages_per_call = GUP_CHUNK_PAGES,
+			.gup_flags = FOLL_WRITE | FOLL_LONGTERM,
+		};
+
+		if (ioctl(gup_fd, PIN_FAST_BENCHMARK, &g))
+			return -errno;
+		*us += g.get_delta_usec + g.put_delta_usec;
+	}
+	return 0;
+}
+
+/* (d) IORING_REGISTER_BUFFERS + UNREGISTER of the same iovecs. */
+static int uring_once(struct run *run, int rep, double *us)
+{
+	double t0 = now_us();
+	int ret;
+
+	(void)rep;
+	ret = io_uring_register_buffers(&run->ring, run->iov, run->c->n);
+	if (!ret)
+		ret = io_uring_unregister_buffers(&run->ring);
+	*us = now_us() - t0;
+	return ret;
+}
+
+/* Every method over one configuration's ranges. */
+static int bench_config(struct run *run)
+{
+	struct result *res = run->res;
+	int reps, ret;
+
+	ret = time_reps(batch_once, run, 0, &res->batch_us, &reps);
+	if (!ret)
+		ret = time_reps(single_once, run, 1, &res->single_us,
+				&res->single_reps);
+	res->floor_us = -1;
+	if (!ret && gup_fd >= 0)
+		ret = time_reps(floor_once, run, 0, &res->floor_us, &reps);
 	if (ret)
 		return ret;
-	res->uring_us = median(t, REPS);
-	return 0;
+	ret = io_uring_queue_init(4, &run->ring, 0);
+	if (ret)
+		return ret;
+	ret = time_reps(uring_once, run, 0, &res->uring_us, &reps);
+	io_uring_queue_exit(&run->ring);
+	return ret;
 }
 
 static const struct config configs[] = {
@@ -326,6 +347,7 @@ int main(void)
 	       "b/a", "a/d", "meta_B/pg");
 	for (i = 0; i < NR_CONFIGS; i++) {
 		const struct config *c = &configs[i];
+		struct run run = { .c = c, .res = &res[i] };
 		struct svmbatch_range *r;
 		struct iovec *iov;
 		size_t map_len;
@@ -343,13 +365,9 @@ int main(void)
 			       c->n, c->name);
 			return 1;
 		}
-		ret = bench_batch(c, r, &res[i]);
-		if (!ret)
-			ret = bench_single(c, r, &res[i]);
-		if (!ret)
-			ret = bench_floor(c, r, &res[i]);
-		if (!ret)
-			ret = bench_uring(c, iov, &res[i]);
+		run.r = r;
+		run.iov = iov;
+		ret = bench_config(&run);
 		munmap(base, map_len);
 		free(r);
 		free(iov);
