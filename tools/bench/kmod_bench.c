@@ -11,7 +11,10 @@
  *           own get + put time, summed over the N ranges, no syscall cost;
  *           only where /sys/kernel/debug/gup_test exists (debug kernel)
  *   uring   IORING_REGISTER_BUFFERS + UNREGISTER of the same iovecs
- * and the module's metadata per pinned page (QUERY meta_bytes).
+ * and the module's metadata per pinned page (QUERY meta_bytes).  After
+ * each configuration VmPin and the module's registrations and pinned_pages
+ * must be back where they started: pins left behind would skew every
+ * later number, so the run stops there.
  *
  * Prints a table, then the JSON between SVMBATCH-BENCH-JSON-BEGIN/END
  * lines, then a one-test TAP stream for the guest runner.  Not a test:
@@ -32,6 +35,8 @@
 
 #include <liburing.h>
 #include <linux/svmbatch.h>
+
+#include "../../selftests/svmbatch/svmbatch_counters.h"
 
 #define PAGE		4096UL
 #define REPS		21
@@ -78,6 +83,40 @@ struct result {
 };
 
 static int svm_fd, gup_fd = -1;
+
+/* What is pinned now; -1 where it cannot be read (no debugfs). */
+struct pinned {
+	long long vmpin_kb, registrations, pinned_pages;
+};
+
+static struct pinned pinned_now(void)
+{
+	struct pinned p = {
+		.vmpin_kb = vmpin_kb(),
+		.registrations = stat_get("registrations"),
+		.pinned_pages = stat_get("pinned_pages"),
+	};
+
+	return p;
+}
+
+/* Say what @now holds beyond @start; 0 if nothing. */
+static int pinned_left(const struct pinned *start, const struct pinned *now,
+		       const struct config *c)
+{
+	if (now->vmpin_kb == start->vmpin_kb &&
+	    now->registrations == start->registrations &&
+	    now->pinned_pages == start->pinned_pages)
+		return 0;
+	printf("not ok 1 kmod_bench # %u x %s left pins behind: ", c->n,
+	       c->name);
+	printf("VmPin %lld -> %lld kB, registrations %lld -> %lld, ",
+	       start->vmpin_kb, now->vmpin_kb, start->registrations,
+	       now->registrations);
+	printf("pinned_pages %lld -> %lld\n", start->pinned_pages,
+	       now->pinned_pages);
+	return 1;
+}
 
 static double now_us(void)
 {
@@ -328,6 +367,7 @@ int main(void)
 {
 	static struct result res[NR_CONFIGS];
 	static int skipped[NR_CONFIGS];
+	struct pinned start, now;
 	struct utsname u;
 	unsigned int i;
 	int ret;
@@ -341,6 +381,10 @@ int main(void)
 	}
 	gup_fd = open("/sys/kernel/debug/gup_test", O_RDWR | O_CLOEXEC);
 	uname(&u);
+	start = pinned_now();
+	printf("# checked after each configuration: VmPin%s\n",
+	       start.registrations < 0 ? " (no debugfs: not the module's counters)" :
+	       " and the module's registrations and pinned_pages");
 
 	printf("# %-9s %6s %12s %12s %12s %12s %8s %8s %8s %9s\n", "size", "N",
 	       "batch_us", "single_us", "floor_us", "uring_us", "a/c",
@@ -376,6 +420,9 @@ int main(void)
 			       c->name, strerror(-ret));
 			return 1;
 		}
+		now = pinned_now();
+		if (pinned_left(&start, &now, c))
+			return 1;
 		printf("# %-9s %6u %12.1f %12.1f %12.1f %12.1f %8.2f %8.2f %8.2f %9.2f\n",
 		       c->name, c->n, res[i].batch_us, res[i].single_us,
 		       res[i].floor_us, res[i].uring_us,
