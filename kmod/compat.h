@@ -2,6 +2,11 @@
 /*
  * The differences between the kernels svmbatch builds against (Debian's
  * 6.1 and 6.12, and newer trees in-tree) live here and nowhere else.
+ *
+ * Where an API differs, kmod/Kbuild probes the target kernel for it
+ * (kmod/probes/, results in the generated svmbatch_probes.h), so that a
+ * distribution kernel that backported the new API gets it.  Only
+ * behaviours that no declaration reveals are told by the version number.
  */
 #ifndef SVMBATCH_COMPAT_H
 #define SVMBATCH_COMPAT_H
@@ -11,6 +16,8 @@
 #include <linux/fs.h>
 #include <linux/mm.h>
 #include <linux/version.h>
+
+#include "svmbatch_probes.h"
 
 /*
  * Does writing to this mapping need the filesystem to track dirty pages?
@@ -34,7 +41,10 @@ static inline bool svmbatch_vma_needs_dirty_tracking(struct vm_area_struct *vma)
 /*
  * Since 6.5 GUP itself refuses long-term writable pins of page-cache pages
  * that need dirty tracking, also when mprotect races the pin.  Before, the
- * module checks each pinned folio (svmbatch_folio_pin_allowed()).
+ * module checks each pinned folio (svmbatch_folio_pin_allowed()).  This is
+ * a behaviour of GUP, not an API: no declaration changed, so no compile
+ * probe can see it, and a kernel that backported it still gets the
+ * module's own (redundant, correct) check.
  */
 #define SVMBATCH_GUP_REFUSES_DIRTY_TRACKED_PINS \
 	(KERNEL_VERSION(6, 5, 0) <= LINUX_VERSION_CODE)
@@ -45,16 +55,17 @@ static inline bool svmbatch_vma_needs_dirty_tracking(struct vm_area_struct *vma)
  * anonymous page, so that the next CPU write cannot replace the pinned
  * page.  6.1 pins the shared zero page or page-cache page as it is; the
  * module then pins read-only ranges of private writable mappings with
- * FOLL_WRITE, which breaks COW the same way (SVMBATCH_REC_UNSHARE).
+ * FOLL_WRITE, which breaks COW the same way (SVMBATCH_REC_UNSHARE).  Also
+ * a GUP behaviour that no compile probe can see; a backport only makes
+ * the module's unsharing redundant.
  */
 #define SVMBATCH_GUP_UNSHARES_RO_LONGTERM \
 	(KERNEL_VERSION(6, 2, 0) <= LINUX_VERSION_CODE)
 
 /* eventfd_signal() lost its count argument in 6.8. */
-
 static inline void svmbatch_eventfd_signal(struct eventfd_ctx *ctx)
 {
-#if KERNEL_VERSION(6, 8, 0) <= LINUX_VERSION_CODE
+#ifdef SVMBATCH_HAVE_EVENTFD_SIGNAL_WITHOUT_COUNT
 	eventfd_signal(ctx);
 #else
 	eventfd_signal(ctx, 1);
@@ -65,7 +76,7 @@ static inline void svmbatch_eventfd_signal(struct eventfd_ctx *ctx)
 static inline void svmbatch_vm_flags_set(struct vm_area_struct *vma,
 					 unsigned long flags)
 {
-#if KERNEL_VERSION(6, 3, 0) <= LINUX_VERSION_CODE
+#ifdef SVMBATCH_HAVE_VM_FLAGS_SET
 	vm_flags_set(vma, flags);
 #else
 	vma->vm_flags |= flags;
@@ -75,7 +86,7 @@ static inline void svmbatch_vm_flags_set(struct vm_area_struct *vma,
 static inline void svmbatch_vm_flags_clear(struct vm_area_struct *vma,
 					   unsigned long flags)
 {
-#if KERNEL_VERSION(6, 3, 0) <= LINUX_VERSION_CODE
+#ifdef SVMBATCH_HAVE_VM_FLAGS_SET
 	vm_flags_clear(vma, flags);
 #else
 	vma->vm_flags &= ~flags;
@@ -83,7 +94,7 @@ static inline void svmbatch_vm_flags_clear(struct vm_area_struct *vma,
 }
 
 /* Symbol namespaces are strings from 6.13. */
-#if KERNEL_VERSION(6, 13, 0) <= LINUX_VERSION_CODE
+#ifdef SVMBATCH_HAVE_MODULE_IMPORT_NS_STRING
 #define SVMBATCH_IMPORT_DMA_BUF_NS() MODULE_IMPORT_NS("DMA_BUF")
 #else
 #define SVMBATCH_IMPORT_DMA_BUF_NS() MODULE_IMPORT_NS(DMA_BUF)
