@@ -7,8 +7,6 @@
  * each handler, svmbatch_cmd_<command>() in commands.c and dmabuf.c, only
  * sees a fully read command struct.
  */
-#define pr_fmt(fmt) KBUILD_MODNAME ": " fmt
-
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
 #include <linux/module.h>

@@ -73,7 +73,7 @@ int svmbatch_account_charge(struct mm_struct *mm, u64 npages)
  * @mm: the mm charged
  * @npages: exactly the number of pages charged
  */
-void svmbatch_account_uncharge(struct mm_struct *mm, u64 npages)
+static void svmbatch_account_uncharge(struct mm_struct *mm, u64 npages)
 {
 	atomic64_sub(npages, &mm->pinned_vm);
 }

@@ -179,7 +179,6 @@ void svmbatch_reg_put(struct svmbatch_reg *reg);
 void svmbatch_reg_abort(struct svmbatch_reg *reg);
 u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg);
 int svmbatch_account_charge(struct mm_struct *mm, u64 npages);
-void svmbatch_account_uncharge(struct mm_struct *mm, u64 npages);
 
 /* vma.c: which memory may be pinned */
 int svmbatch_check_vmas(struct svmbatch_reg *reg, u32 *error_index);
