@@ -15,14 +15,12 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-#include <drm/drm.h>
-
 #include "svmbatch_utils.h"
 
 #define NPAGES 64
 #define NR 3
 #define EXPORT_PAGES 8	/* 4 + 3 + 1 */
-#define VGEM_SKIP_MSG "no vgem device (CONFIG_DRM_VGEM, module vgem)"
+#define SWEEP_MAX 63
 
 FIXTURE(dmabuf) {
 	int fd;
@@ -33,13 +31,8 @@ FIXTURE(dmabuf) {
 
 FIXTURE_SETUP(dmabuf)
 {
-	int i;
-
-	svmbatch_open_or_skip(self->fd);
-	self->buf = anon_map(NPAGES * PAGE_SZ);
-	ASSERT_NE(NULL, self->buf);
-	for (i = 0; i < NPAGES * (int)PAGE_SZ; i++)
-		self->buf[i] = (char)(i * 7 + i / 4096);
+	svmbatch_fixture_setup(NPAGES);
+	pattern_fill(self->buf, NPAGES * PAGE_SZ, 0);
 	/* Out of address order on purpose: the dma-buf follows this order. */
 	self->r[0] = mkrange(self->buf + 10 * PAGE_SZ, 4 * PAGE_SZ, 0);
 	self->r[1] = mkrange(self->buf, 3 * PAGE_SZ, 0);
@@ -49,23 +42,13 @@ FIXTURE_SETUP(dmabuf)
 
 FIXTURE_TEARDOWN(dmabuf)
 {
-	if (self->buf)
-		munmap(self->buf, NPAGES * PAGE_SZ);
-	if (self->fd > 0)
-		close(self->fd);
+	svmbatch_fixture_release(self->fd, self->buf, NPAGES);
 }
 
 /* Byte @off of the dma-buf: the ranges concatenated in REGISTER order. */
 static char *dmabuf_byte(struct svmbatch_range *r, size_t off)
 {
-	int i;
-
-	for (i = 0; i < NR; i++) {
-		if (off < r[i].len)
-			return (char *)u64_ptr(r[i].addr) + off;
-		off -= r[i].len;
-	}
-	return NULL;
+	return range_va(r, NR, off);
 }
 
 static int count_open_fds(void)
@@ -155,35 +138,6 @@ TEST_F(dmabuf, mmap_honours_the_offset)
 	EXPECT_EQ(EINVAL, errno);
 	close(dfd);
 }
-
-/* The vgem card node, or -1. */
-static int open_vgem(void)
-{
-	char name[32], path[64];
-	int i, fd;
-
-	for (i = 0; i < 16; i++) {
-		struct drm_version v = { .name = name, .name_len = sizeof(name) - 1 };
-
-		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		memset(name, 0, sizeof(name));
-		if (!ioctl(fd, DRM_IOCTL_VERSION, &v) && !strcmp(name, "vgem"))
-			return fd;
-		close(fd);
-	}
-	return -1;
-}
-
-/* A vgem card node in @_vgem, or SKIP the test. */
-#define vgem_open_or_skip(_vgem)					\
-	do {								\
-		_vgem = open_vgem();					\
-		if (_vgem < 0)						\
-			SKIP(return, VGEM_SKIP_MSG);			\
-	} while (0)
 
 /* The global counters that exports and their imports move. */
 struct import_counters {
@@ -485,25 +439,6 @@ TEST_F(dmabuf, bad_requests)
 		ASSERT_EQ(0, __r);					\
 	} while (0)
 
-/* An unlinked temporary file holding @len bytes of a pattern. */
-static int pattern_file(size_t len, unsigned char seed, unsigned char *copy)
-{
-	char path[] = "/tmp/svmbatch-dmabuf.XXXXXX";
-	int fd = mkostemp(path, O_CLOEXEC);
-	size_t i;
-
-	if (fd < 0)
-		return -1;
-	unlink(path);
-	for (i = 0; i < len; i++)
-		copy[i] = (unsigned char)(i * 13 + (i >> 12) + seed);
-	if (pwrite(fd, copy, len, 0) != (ssize_t)len) {
-		close(fd);
-		return -1;
-	}
-	return fd;
-}
-
 /* A pattern file to read from and the dma-buf's alias to read into. */
 struct alias_io {
 	size_t len;
@@ -514,14 +449,18 @@ struct alias_io {
 };
 
 static void alias_io_setup(struct __test_metadata *_metadata, int fd,
-			   __u32 handle, unsigned char seed, int prot,
+			   __u32 handle, unsigned int seed, int prot,
 			   struct alias_io *io)
 {
+	char path[PATH_MAX];
+
 	io->len = EXPORT_PAGES * PAGE_SZ;
 	io->file = malloc(io->len);
 	ASSERT_NE(NULL, io->file);
-	io->src = pattern_file(io->len, seed, io->file);
-	ASSERT_LE(0, io->src);
+	pattern_fill(io->file, io->len, seed);
+	io->src = pattern_file("/tmp", path, sizeof(path), io->len, seed);
+	ASSERT_LE(0, io->src) TH_LOG("%s: %s", path, strerror(errno));
+	unlink(path);
 	io->dfd = export_dmabuf(fd, handle, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, io->dfd);
 	io->alias = mmap(NULL, io->len, prot, MAP_SHARED, io->dfd, 0);
@@ -599,11 +538,9 @@ out:
  */
 TEST_F(dmabuf, io_uring_read_fixed_shows_in_the_dmabuf)
 {
-	struct io_uring_sqe *sqe;
 	struct iovec iov[NR];
 	struct io_uring ring;
 	struct alias_io io;
-	size_t off = 0;
 	int i;
 
 	alias_io_setup(_metadata, self->fd, self->handle, 0x77, PROT_READ,
@@ -614,13 +551,7 @@ TEST_F(dmabuf, io_uring_read_fixed_shows_in_the_dmabuf)
 		iov[i].iov_len = self->r[i].len;
 	}
 	ASSERT_EQ(0, io_uring_register_buffers(&ring, iov, NR));
-	for (i = 0; i < NR; off += iov[i].iov_len, i++) {
-		sqe = io_uring_get_sqe(&ring);
-		ASSERT_NE(NULL, sqe);
-		io_uring_prep_read_fixed(sqe, io.src, iov[i].iov_base,
-					 iov[i].iov_len, off, i);
-		ASSERT_EQ((int)iov[i].iov_len, uring_submit_wait(&ring));
-	}
+	uring_fixed_io(_metadata, &ring, io.src, iov, NR, false);
 	EXPECT_EQ(0, memcmp(io.alias, io.file, io.len));
 	ASSERT_EQ(0, io_uring_unregister_buffers(&ring));
 	io_uring_queue_exit(&ring);
@@ -635,9 +566,13 @@ out:
  */
 TEST_F(dmabuf, fail_nth_import_sweep)
 {
+	struct fail_nth nth = {
+		.what = "vgem import", .path = SVMBATCH_FAIL_NTH,
+		.fd = self->fd, .errnos = FAIL_NTH_ERRNOS(ENOMEM),
+		.max = SWEEP_MAX,
+	};
 	const struct import_counters c0 = read_import_counters();
-	int vgem, dfd, ret = -1;
-	unsigned long n;
+	int vgem, dfd;
 	__u32 gem = 0;
 
 	if (!have_fault_injection(self->fd))
@@ -645,22 +580,13 @@ TEST_F(dmabuf, fail_nth_import_sweep)
 	vgem_open_or_skip(vgem);
 	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, dfd);
-	for (n = 1; n < 64; n++) {
-		ASSERT_EQ(0, fail_nth_set(n));
-		ret = vgem_import(vgem, dfd, &gem);
-		fail_nth_set(0);
-		if (!ret)
-			break;
-		EXPECT_EQ(-ENOMEM, ret)
-			TH_LOG("fail_nth %lu: %s", n, strerror(-ret));
-		EXPECT_EQ(c0.atts, stat_get("dmabuf_attachments"));
-		EXPECT_EQ(c0.segs, stat_get("dmabuf_segments"));
-		EXPECT_EQ(c0.exports + 1, stat_get("exports"));
+	/* The snapshots' gauges hold attachments, segments and exports. */
+	FAIL_NTH_SWEEP(&nth, vgem_import(vgem, dfd, &gem)) {
+		if (nth.ret >= 0)
+			ASSERT_EQ(0, gem_close(vgem, gem));
 	}
-	ASSERT_EQ(0, ret);
-	TH_LOG("%lu injection points", n - 1);
-	EXPECT_EQ(3UL, n - 1);	/* attach, the sg table, its DMA mapping */
-	ASSERT_EQ(0, gem_close(vgem, gem));
+	fail_nth_end(_metadata, &nth);
+	EXPECT_EQ(3UL, nth.failed);	/* attach, the sg table, its DMA mapping */
 	close(dfd);
 	close(vgem);
 	EXPECT_EQ(c0.exports, stat_get("exports"));
@@ -670,32 +596,26 @@ TEST_F(dmabuf, fail_nth_import_sweep)
 /* Every injection point of EXPORT_DMABUF fails cleanly. */
 TEST_F(dmabuf, fail_nth_sweep)
 {
-	struct svmbatch_snapshot s0, s1;
-	int fds = count_open_fds(), dfd = -1;
-	unsigned long n;
+	/* EFAULT: the command's own copy in or out failed. */
+	struct fail_nth nth = {
+		.what = "EXPORT_DMABUF", .path = SVMBATCH_FAIL_NTH,
+		.fd = self->fd,
+		.errnos = FAIL_NTH_ERRNOS(ENOMEM, EMFILE, EFAULT),
+		.max = SWEEP_MAX,
+	};
+	int fds = count_open_fds();
 
 	if (!have_fault_injection(self->fd))
 		SKIP(return, "no svmbatch fault injection in this build");
-	for (n = 1; n < 64; n++) {
-		snapshot_take(_metadata, self->fd, &s0);
-		ASSERT_EQ(0, fail_nth_set(n));
-		dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
-		fail_nth_set(0);
-		if (dfd >= 0)
-			break;
-		/* EFAULT: the command's own copy in or out failed. */
-		EXPECT_TRUE(dfd == -ENOMEM || dfd == -EMFILE || dfd == -EFAULT)
-			TH_LOG("fail_nth %lu: %s", n, strerror(-dfd));
+	FAIL_NTH_SWEEP(&nth, export_dmabuf(self->fd, self->handle,
+					   O_RDWR | O_CLOEXEC)) {
+		if (nth.ret >= 0)
+			close(nth.ret);
+		/* No dma-buf fd installed by a failed call, none kept. */
 		EXPECT_EQ(fds, count_open_fds());
-		snapshot_take(_metadata, self->fd, &s1);
-		ASSERT_SNAPSHOT_EQ(&s0, &s1);
-		EXPECT_EQ(s0.fd_pinned_pages, s1.fd_pinned_pages);
-		EXPECT_EQ(0, stat_get("exports"));
 	}
-	ASSERT_LE(0, dfd);
-	TH_LOG("%lu injection points", n - 1);
-	EXPECT_LE(3UL, n - 1);
-	close(dfd);
+	fail_nth_end(_metadata, &nth);
+	EXPECT_LE(3UL, nth.failed);
 }
 
 TEST_HARNESS_MAIN

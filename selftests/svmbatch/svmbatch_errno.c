@@ -20,18 +20,13 @@ FIXTURE(svmbatch) {
 
 FIXTURE_SETUP(svmbatch)
 {
-	svmbatch_open_or_skip(self->fd);
+	svmbatch_fixture_setup(NPAGES);
 	test_cmd_get_info(&self->info);
-	self->buf = anon_map(NPAGES * PAGE_SZ);
-	ASSERT_NE(NULL, self->buf);
 }
 
 FIXTURE_TEARDOWN(svmbatch)
 {
-	if (self->buf)
-		munmap(self->buf, NPAGES * PAGE_SZ);
-	if (self->fd > 0)
-		close(self->fd);
+	svmbatch_fixture_release(self->fd, self->buf, NPAGES);
 }
 
 static char *page(char *buf, unsigned int n)
@@ -357,18 +352,13 @@ FIXTURE_VARIANT_ADD(bad_range, kernel_addr) { BAD_KERNEL_ADDR, EFAULT };
 
 FIXTURE_SETUP(bad_range)
 {
-	svmbatch_open_or_skip(self->fd);
+	svmbatch_fixture_setup(NPAGES);
 	test_cmd_get_info(&self->info);
-	self->buf = anon_map(NPAGES * PAGE_SZ);
-	ASSERT_NE(NULL, self->buf);
 }
 
 FIXTURE_TEARDOWN(bad_range)
 {
-	if (self->buf)
-		munmap(self->buf, NPAGES * PAGE_SZ);
-	if (self->fd > 0)
-		close(self->fd);
+	svmbatch_fixture_release(self->fd, self->buf, NPAGES);
 }
 
 static void make_bad(struct svmbatch_range *r, enum bad_kind kind,
@@ -631,69 +621,20 @@ TEST_F(svmbatch, pin_write_of_read_only_mapping)
  * /dev/mem uses remap_pfn_range (VM_IO | VM_PFNMAP) where it is available.
  * The test checks smaps' "pf" flag so it cannot pass on a normal mapping.
  */
-struct svmb_drm_version {
-	int version_major, version_minor, version_patchlevel;
-	size_t name_len;
-	char *name;
-	size_t date_len;
-	char *date;
-	size_t desc_len;
-	char *desc;
-};
-
-struct svmb_drm_mode_create_dumb {
-	__u32 height, width, bpp, flags, handle, pitch;
-	__u64 size;
-};
-
-struct svmb_drm_mode_map_dumb {
-	__u32 handle, pad;
-	__u64 offset;
-};
-
-#define SVMB_DRM_IOCTL_VERSION	_IOWR('d', 0x00, struct svmb_drm_version)
-#define SVMB_DRM_IOCTL_CREATE_DUMB \
-	_IOWR('d', 0xB2, struct svmb_drm_mode_create_dumb)
-#define SVMB_DRM_IOCTL_MAP_DUMB	_IOWR('d', 0xB3, struct svmb_drm_mode_map_dumb)
-
-static int open_vgem_card(void)
-{
-	char path[32], name[16];
-	struct svmb_drm_version v;
-	int i, fd;
-
-	for (i = 0; i < 16; i++) {
-		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
-		fd = open(path, O_RDWR | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		memset(&v, 0, sizeof(v));
-		memset(name, 0, sizeof(name));
-		v.name = name;
-		v.name_len = sizeof(name) - 1;
-		if (!ioctl(fd, SVMB_DRM_IOCTL_VERSION, &v) &&
-		    !strcmp(name, "vgem"))
-			return fd;
-		close(fd);
-	}
-	return -1;
-}
-
 TEST_F(svmbatch, pin_pfnmap_vgem)
 {
-	struct svmb_drm_mode_create_dumb create = {
+	struct drm_mode_create_dumb create = {
 		.height = 4, .width = PAGE_SZ / 4, .bpp = 32,
 	};
-	struct svmb_drm_mode_map_dumb map = { 0 };
+	struct drm_mode_map_dumb map = { 0 };
 	struct svmbatch_range r[2];
-	int card = open_vgem_card();
 	char *p;
+	int card;
 
-	if (card < 0)
-		SKIP(return, "no vgem device in /dev/dri (CONFIG_DRM_VGEM)");
-	ASSERT_EQ(0, ioctl(card, SVMB_DRM_IOCTL_CREATE_DUMB, &create));
+	vgem_open_or_skip(card);
+	ASSERT_EQ(0, ioctl(card, DRM_IOCTL_MODE_CREATE_DUMB, &create));
 	map.handle = create.handle;
-	ASSERT_EQ(0, ioctl(card, SVMB_DRM_IOCTL_MAP_DUMB, &map));
+	ASSERT_EQ(0, ioctl(card, DRM_IOCTL_MODE_MAP_DUMB, &map));
 	p = mmap(NULL, create.size, PROT_READ | PROT_WRITE, MAP_SHARED, card,
 		 map.offset);
 	ASSERT_NE(MAP_FAILED, p);
@@ -1009,6 +950,25 @@ static void check_failure_counted(struct __test_metadata *_metadata,
 		  snap_stat(after, "failed_registrations")->val);
 }
 
+/*
+ * @cmd with @arg must fail with @err (@what and @at say which case, in the
+ * log), leave nothing behind, and count as a failure where it should.
+ */
+static void expect_refused(struct __test_metadata *_metadata, int fd,
+			   unsigned long cmd, void *arg, int err,
+			   const char *what, size_t at)
+{
+	struct svmbatch_snapshot before, after;
+
+	snapshot_take(_metadata, fd, &before);
+	errno = 0;
+	EXPECT_EQ(-1, ioctl(fd, cmd, arg));
+	EXPECT_EQ(err, errno) TH_LOG("%s %zu", what, at);
+	snapshot_take(_metadata, fd, &after);
+	ASSERT_SNAPSHOT_EQ(&before, &after);
+	check_failure_counted(_metadata, cmd, &before, &after);
+}
+
 /* Undo what a successful call did, so that snapshots compare. */
 static void undo_arg(int fd, unsigned long cmd, void *arg)
 {
@@ -1021,7 +981,6 @@ TEST_F(struct_size, too_small)
 {
 	const size_t v1 = variant->min_size;
 	const size_t sizes[] = { 0, 4, 8, v1 - 4, v1 - 1 };
-	struct svmbatch_snapshot before, after;
 	unsigned char arg[256], ref[256];
 	size_t i, b;
 
@@ -1033,26 +992,20 @@ TEST_F(struct_size, too_small)
 		*(__u32 *)arg = sizes[i];
 		memset(arg + v1, 0xa5, sizeof(arg) - v1);
 		memcpy(ref, arg, sizeof(arg));
-		snapshot_take(_metadata, self->fd, &before);
-		errno = 0;
-		EXPECT_EQ(-1, ioctl(self->fd, variant->cmd, arg));
-		EXPECT_EQ(EINVAL, errno) TH_LOG("size %zu", sizes[i]);
+		expect_refused(_metadata, self->fd, variant->cmd, arg, EINVAL,
+			       "size", sizes[i]);
 		/* Never more than "size" bytes written back. */
 		for (b = sizes[i] > 4 ? sizes[i] : 4; b < sizeof(arg); b++)
 			ASSERT_EQ(ref[b], arg[b]) {
 				TH_LOG("size %zu: byte %zu written", sizes[i],
 				       b);
 			}
-		snapshot_take(_metadata, self->fd, &after);
-		ASSERT_SNAPSHOT_EQ(&before, &after);
-		check_failure_counted(_metadata, variant->cmd, &before, &after);
 	}
 }
 
 TEST_F(struct_size, larger_nonzero_tail)
 {
 	const size_t v1 = variant->v1_size;
-	struct svmbatch_snapshot before, after;
 	unsigned char arg[256];
 	size_t t;
 
@@ -1061,13 +1014,8 @@ TEST_F(struct_size, larger_nonzero_tail)
 			 self->handle, arg, sizeof(arg));
 		*(__u32 *)arg = v1 + ARG_TAIL;
 		arg[t] = 0x01;
-		snapshot_take(_metadata, self->fd, &before);
-		errno = 0;
-		EXPECT_EQ(-1, ioctl(self->fd, variant->cmd, arg));
-		EXPECT_EQ(E2BIG, errno) TH_LOG("non-zero byte at %zu", t);
-		snapshot_take(_metadata, self->fd, &after);
-		ASSERT_SNAPSHOT_EQ(&before, &after);
-		check_failure_counted(_metadata, variant->cmd, &before, &after);
+		expect_refused(_metadata, self->fd, variant->cmd, arg, E2BIG,
+			       "non-zero byte at", t);
 	}
 }
 

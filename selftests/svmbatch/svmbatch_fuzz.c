@@ -1597,24 +1597,6 @@ static int arena_setup(struct fuzz *f)
 	return 0;
 }
 
-/* VmPin and the global gauges as in @a? */
-static bool gauges_eq(const struct svmbatch_snapshot *a,
-		      const struct svmbatch_snapshot *b)
-{
-	const struct svmbatch_stat *sa, *sb;
-	size_t i;
-
-	if (a->vmpin_kb != b->vmpin_kb)
-		return false;
-	for (i = 0; i < ARRAY_SIZE(svmbatch_gauges); i++) {
-		sa = snap_stat(a, svmbatch_gauges[i]);
-		sb = snap_stat(b, svmbatch_gauges[i]);
-		if (!sa || !sb || sa->val != sb->val)
-			return false;
-	}
-	return true;
-}
-
 FIXTURE(fuzz) {
 	struct fuzz *f;
 	struct fuzz_thread *t;
@@ -1824,7 +1806,7 @@ TEST_F_TIMEOUT(fuzz, ioctls, FUZZ_TIMEOUT)
 	/* Releases may finish just after close(): give them a moment. */
 	for (i = 0; i < 50; i++) {
 		snapshot_take(_metadata, -1, &after);
-		if (gauges_eq(&self->before, &after))
+		if (snapshot_same(NULL, &self->before, &after))
 			break;
 		usleep(100 * 1000);
 	}

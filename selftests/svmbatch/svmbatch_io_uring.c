@@ -64,11 +64,6 @@ FIXTURE_TEARDOWN(uring)
 		close(self->fd);
 }
 
-static unsigned char pattern(size_t off, unsigned int seed)
-{
-	return (unsigned char)((off * 131) ^ (off >> 9) ^ seed);
-}
-
 TEST_F_TIMEOUT(uring, read_write_fixed, 120)
 {
 	/* Scattered buffers of different sizes inside one mapping. */
@@ -77,7 +72,6 @@ TEST_F_TIMEOUT(uring, read_write_fixed, 120)
 	const size_t map_len = 128 * PAGE_SZ;
 	struct svmbatch_range r[NR_BUFS];
 	struct iovec iov[NR_BUFS];
-	struct io_uring_sqe *sqe;
 	struct svmbatch_query q;
 	size_t total = 0, off, i;
 	unsigned char *mem, *file, *back;
@@ -98,8 +92,7 @@ TEST_F_TIMEOUT(uring, read_write_fixed, 120)
 	back = malloc(total);
 	ASSERT_NE(NULL, file);
 	ASSERT_NE(NULL, back);
-	for (i = 0; i < total; i++)
-		file[i] = pattern(i, 0x5a);
+	pattern_fill(file, total, 0x5a);
 	ASSERT_EQ((ssize_t)total, pwrite(self->src, file, total, 0));
 
 	pin0 = vmpin_kb();
@@ -107,29 +100,18 @@ TEST_F_TIMEOUT(uring, read_write_fixed, 120)
 	ASSERT_EQ(0, io_uring_register_buffers(&self->ring, iov, NR_BUFS));
 
 	/* READ_FIXED: file -> registered buffers. */
-	for (b = 0, off = 0; b < NR_BUFS; off += iov[b].iov_len, b++) {
-		sqe = io_uring_get_sqe(&self->ring);
-		ASSERT_NE(NULL, sqe);
-		io_uring_prep_read_fixed(sqe, self->src, iov[b].iov_base,
-					 iov[b].iov_len, off, b);
-		ASSERT_EQ((int)iov[b].iov_len, uring_submit_wait(&self->ring));
+	uring_fixed_io(_metadata, &self->ring, self->src, iov, NR_BUFS, false);
+	for (b = 0, off = 0; b < NR_BUFS; off += iov[b].iov_len, b++)
 		ASSERT_EQ(0, memcmp(iov[b].iov_base, file + off,
 				    iov[b].iov_len)) {
 			TH_LOG("buffer %d differs from the file", b);
 		}
-	}
 
 	/* WRITE_FIXED: registered buffers (changed by the CPU) -> file. */
 	for (b = 0; b < NR_BUFS; b++)
 		for (i = 0; i < iov[b].iov_len; i++)
 			((unsigned char *)iov[b].iov_base)[i] ^= 0xff;
-	for (b = 0, off = 0; b < NR_BUFS; off += iov[b].iov_len, b++) {
-		sqe = io_uring_get_sqe(&self->ring);
-		ASSERT_NE(NULL, sqe);
-		io_uring_prep_write_fixed(sqe, self->dst, iov[b].iov_base,
-					  iov[b].iov_len, off, b);
-		ASSERT_EQ((int)iov[b].iov_len, uring_submit_wait(&self->ring));
-	}
+	uring_fixed_io(_metadata, &self->ring, self->dst, iov, NR_BUFS, true);
 	ASSERT_EQ((ssize_t)total, pread(self->dst, back, total, 0));
 	for (i = 0; i < total; i++)
 		ASSERT_EQ((unsigned char)(file[i] ^ 0xff), back[i]) {
@@ -163,13 +145,11 @@ TEST_F_TIMEOUT(uring, register_order_swapped, 120)
 	struct svmbatch_range r;
 	struct io_uring_sqe *sqe;
 	long long pin0 = vmpin_kb();
-	size_t i;
 	__u32 h;
 
 	ASSERT_NE(NULL, mem);
 	ASSERT_NE(NULL, file);
-	for (i = 0; i < len; i++)
-		file[i] = pattern(i, 0xc3);
+	pattern_fill(file, len, 0xc3);
 	ASSERT_EQ((ssize_t)len, pwrite(self->src, file, len, 0));
 	iov.iov_base = mem;
 	iov.iov_len = len;

@@ -13,7 +13,9 @@
 #include "svmbatch_utils.h"
 
 #define NR_RANGES	64
-#define NPAGES		(3 * NR_RANGES)
+#define STRIDE		3	/* one- and two-page ranges, gaps between */
+#define NPAGES		(STRIDE * NR_RANGES)
+#define RO_EVERY	8
 #define MAX_ITERS	5000
 
 /* Fault attributes changed for the sweep, restored afterwards. */
@@ -32,7 +34,7 @@ static const char * const kfault_knobs[][2] = {
 
 FIXTURE(kfault) {
 	int fd;
-	char *mem;
+	char *buf;
 	char fail_nth_path[64];
 	char saved[NR_KNOBS][32];
 	bool knobs_set;
@@ -62,14 +64,10 @@ FIXTURE_SETUP(kfault)
 		ASSERT_EQ(0, write_file(kfault_knobs[i][0], kfault_knobs[i][1]));
 	self->knobs_set = true;
 
-	self->mem = anon_map(NPAGES * PAGE_SZ);
-	ASSERT_NE(NULL, self->mem);
-	for (i = 0; i < NR_RANGES; i++) {
-		self->r[i] = mkrange(self->mem + 3 * i * PAGE_SZ,
-				     (i % 3 ? 1 : 2) * PAGE_SZ,
-				     i == 5 ? SVMBATCH_RANGE_READ_ONLY : 0);
-		self->nr_pages += self->r[i].len / PAGE_SZ;
-	}
+	self->buf = anon_map(NPAGES * PAGE_SZ);
+	ASSERT_NE(NULL, self->buf);
+	self->nr_pages = scatter_ranges(self->r, NR_RANGES, self->buf, STRIDE,
+					RO_EVERY, 0);
 }
 
 FIXTURE_TEARDOWN(kfault)
@@ -79,97 +77,36 @@ FIXTURE_TEARDOWN(kfault)
 	if (self->knobs_set)
 		for (i = 0; i < NR_KNOBS; i++)
 			write_file(kfault_knobs[i][0], self->saved[i]);
-	if (self->mem)
-		munmap(self->mem, NPAGES * PAGE_SZ);
-	if (self->fd > 0)
-		close(self->fd);
+	svmbatch_fixture_release(self->fd, self->buf, NPAGES);
 }
 
 /*
- * Arm fail-nth, REGISTER, and read back what is left of the countdown,
- * with as few other syscalls in between as possible: every should_fail
- * site of this thread counts.
+ * Every site of this thread counts, so FAIL_NTH_SWEEP() keeps the knob
+ * open and makes no other system call between arming it and REGISTER.
  */
-static int armed_register(const char *fail_nth_path, int fd,
-			  const struct svmbatch_range *r, unsigned long n,
-			  struct svmbatch_register *reg, int *err, long *left)
-{
-	char buf[32];
-	int nth_fd, ret, len;
-
-	nth_fd = open(fail_nth_path, O_RDWR | O_CLOEXEC);
-	if (nth_fd < 0)
-		return -1;
-	len = snprintf(buf, sizeof(buf), "%lu", n);
-	if (write(nth_fd, buf, len) != len) {
-		close(nth_fd);
-		return -1;
-	}
-	ret = _test_cmd_register(fd, r, NR_RANGES,
-				 sizeof(struct svmbatch_range), reg);
-	*err = errno;
-	/*
-	 * Reading fail-nth gives the remaining count; writing 0 disarms.  If
-	 * the read fails, its own copy to user space was the last site: the
-	 * call never reached site n.
-	 */
-	len = pread(nth_fd, buf, sizeof(buf) - 1, 0);
-	if (len > 0) {
-		buf[len] = 0;
-		*left = strtol(buf, NULL, 10);
-	} else {
-		*left = 1;
-	}
-	/*
-	 * Disarming copies from user space, itself a site: EFAULT there means
-	 * the countdown ran out in this write, which disarmed it as well.
-	 */
-	if (pwrite(nth_fd, "0", 1, 0) != 1 && errno != EFAULT)
-		*left = -1;
-	close(nth_fd);
-	return ret;
-}
-
 TEST_F_TIMEOUT(kfault, register_sweep, 1500)
 {
-	struct svmbatch_snapshot before, after;
-	unsigned long n, failed = 0, absorbed = 0;
+	struct fail_nth nth = {
+		.what = "REGISTER", .path = self->fail_nth_path,
+		.fd = self->fd, .errnos = FAIL_NTH_ERRNOS(ENOMEM, EFAULT),
+		.max = MAX_ITERS,
+	};
 	struct svmbatch_register reg;
-	bool done = false;
-	long left = -1;
-	int ret, err = 0;
 
-	for (n = 1; n <= MAX_ITERS && !done; n++) {
-		snapshot_take(_metadata, self->fd, &before);
-		ret = armed_register(self->fail_nth_path, self->fd, self->r, n,
-				     &reg, &err, &left);
-		ASSERT_LE(0, left) TH_LOG("cannot use %s", self->fail_nth_path);
-		snapshot_take(_metadata, self->fd, &after);
-
-		if (!ret) {
-			/* Whether or not it fired, the handle must be whole. */
-			EXPECT_EQ(self->nr_pages, reg.nr_pages);
-			test_query_ranges_eq(self->fd, reg.handle, self->r,
-					     NR_RANGES);
-			test_cmd_unregister(reg.handle);
-			if (left > 0)
-				done = true;	/* never reached site n */
-			else
-				absorbed++;
+	FAIL_NTH_SWEEP(&nth, _test_cmd_register(self->fd, self->r, NR_RANGES,
+						RANGE_SZ, &reg)) {
+		if (nth.ret < 0) {
+			EXPECT_ERRNO(ENOENT,
+				     _test_unregister(self->fd, reg.handle ?: 1));
 			continue;
 		}
-		failed++;
-		EXPECT_TRUE(err == ENOMEM || err == EFAULT) {
-			TH_LOG("fail-nth %lu: unexpected %s", n, strerror(err));
-		}
-		EXPECT_EQ(0, left) TH_LOG("fail-nth %lu: failed, not fired", n);
-		ASSERT_SNAPSHOT_EQ(&before, &after);
-		EXPECT_ERRNO(ENOENT, _test_unregister(self->fd, reg.handle ?: 1));
+		/* Whether or not site n fired, the handle must be whole. */
+		EXPECT_EQ(self->nr_pages, reg.nr_pages);
+		test_query_ranges_eq(self->fd, reg.handle, self->r, NR_RANGES);
+		test_cmd_unregister(reg.handle);
 	}
-	ASSERT_TRUE(done) TH_LOG("no end after %d sites", MAX_ITERS);
-	ksft_print_msg("REGISTER, kernel fault injection: %lu sites failed it, %lu absorbed\n",
-		       failed, absorbed);
-	ASSERT_LE(5UL, failed);
+	fail_nth_end(_metadata, &nth);
+	ASSERT_LE(5UL, nth.failed);
 }
 
 TEST_HARNESS_MAIN

@@ -18,17 +18,12 @@ FIXTURE(lifetime) {
 
 FIXTURE_SETUP(lifetime)
 {
-	svmbatch_open_or_skip(self->fd);
-	self->buf = anon_map(NPAGES * PAGE_SZ);
-	ASSERT_NE(NULL, self->buf);
+	svmbatch_fixture_setup(NPAGES);
 }
 
 FIXTURE_TEARDOWN(lifetime)
 {
-	if (self->buf)
-		munmap(self->buf, NPAGES * PAGE_SZ);
-	if (self->fd > 0)
-		close(self->fd);
+	svmbatch_fixture_release(self->fd, self->buf, NPAGES);
 }
 
 TEST_F(lifetime, close_releases_registrations)
@@ -91,24 +86,6 @@ TEST_F(lifetime, close_after_munmap)
 	ASSERT_SNAPSHOT_EQ(&s0, &s1);
 }
 
-static void fill(unsigned char *p, size_t len, unsigned int seed)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		p[i] = (unsigned char)(i * 31 + seed + (i >> 12));
-}
-
-static bool check(const unsigned char *p, size_t len, unsigned int seed)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		if (p[i] != (unsigned char)(i * 31 + seed + (i >> 12)))
-			return false;
-	return true;
-}
-
 /* shmem pages pinned, unmapped, remapped: the data is intact throughout. */
 TEST_F(lifetime, memfd_munmap_remap_content)
 {
@@ -119,12 +96,9 @@ TEST_F(lifetime, memfd_munmap_remap_content)
 	int mfd;
 	__u32 h;
 
-	mfd = memfd_create("svmbatch", MFD_CLOEXEC);
-	ASSERT_LE(0, mfd);
-	ASSERT_EQ(0, ftruncate(mfd, len));
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-	ASSERT_NE(MAP_FAILED, p);
-	fill(p, len, 1);
+	p = memfd_map(len, &mfd);
+	ASSERT_NE(NULL, p);
+	pattern_fill(p, len, 1);
 	r = mkrange(p, len, 0);
 	h = test_cmd_register(&r, 1, NULL);
 	pinned = vmpin_kb();
@@ -133,15 +107,15 @@ TEST_F(lifetime, memfd_munmap_remap_content)
 
 	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
 	ASSERT_NE(MAP_FAILED, p);
-	ASSERT_TRUE(check(p, len, 1));
-	fill(p, len, 2);	/* writes reach the still-pinned pages */
+	ASSERT_TRUE(pattern_check(p, len, 1));
+	pattern_fill(p, len, 2);	/* writes reach the still-pinned pages */
 	test_cmd_unregister(h);
 	EXPECT_EQ(pinned - (long long)(len / 1024), vmpin_kb());
-	ASSERT_TRUE(check(p, len, 2));
+	ASSERT_TRUE(pattern_check(p, len, 2));
 	back = malloc(len);
 	ASSERT_NE(NULL, back);
 	ASSERT_EQ((ssize_t)len, pread(mfd, back, len, 0));
-	ASSERT_TRUE(check(back, len, 2));
+	ASSERT_TRUE(pattern_check(back, len, 2));
 	free(back);
 	munmap(p, len);
 	close(mfd);
@@ -157,11 +131,8 @@ TEST_F(lifetime, memfd_truncate_while_pinned)
 	int mfd;
 	__u32 h;
 
-	mfd = memfd_create("svmbatch", MFD_CLOEXEC);
-	ASSERT_LE(0, mfd);
-	ASSERT_EQ(0, ftruncate(mfd, len));
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-	ASSERT_NE(MAP_FAILED, p);
+	p = memfd_map(len, &mfd);
+	ASSERT_NE(NULL, p);
 	memset(p, 0x77, len);
 	r = mkrange(p, len, 0);
 	snapshot_take(_metadata, self->fd, &s0);
@@ -246,17 +217,12 @@ FIXTURE_VARIANT_ADD(fork_child, closes_then_exits) { .child_closes = true };
 
 FIXTURE_SETUP(fork_child)
 {
-	svmbatch_open_or_skip(self->fd);
-	self->buf = anon_map(NPAGES * PAGE_SZ);
-	ASSERT_NE(NULL, self->buf);
+	svmbatch_fixture_setup(NPAGES);
 }
 
 FIXTURE_TEARDOWN(fork_child)
 {
-	if (self->buf)
-		munmap(self->buf, NPAGES * PAGE_SZ);
-	if (self->fd > 0)
-		close(self->fd);
+	svmbatch_fixture_release(self->fd, self->buf, NPAGES);
 }
 
 /*

@@ -71,21 +71,12 @@ register_one(struct __test_metadata *_metadata, int fd, const void *addr,
 	return q;
 }
 
-/* Create @dir/svmbatch-test.XXXXXX holding @len bytes of a pattern. */
+/* A file in @dir holding @len bytes of a pattern, removed by the teardown. */
 static int make_file(struct __test_metadata *_metadata,
 		     struct scratch_file *f, const char *dir, size_t len)
 {
-	char *data = malloc(len);
-	size_t i;
-
-	ASSERT_NE(NULL, data);
-	for (i = 0; i < len; i++)
-		data[i] = (char)(i * 7 + 3);
-	snprintf(f->path, sizeof(f->path), "%s/svmbatch-test.XXXXXX", dir);
-	f->fd = mkostemp(f->path, O_CLOEXEC);
-	ASSERT_LE(0, f->fd) TH_LOG("%s: %s", dir, strerror(errno));
-	ASSERT_EQ((ssize_t)len, pwrite(f->fd, data, len, 0));
-	free(data);
+	f->fd = pattern_file(dir, f->path, sizeof(f->path), len, 3);
+	ASSERT_LE(0, f->fd) TH_LOG("%s: %s", f->path, strerror(errno));
 	return f->fd;
 }
 
@@ -227,13 +218,11 @@ TEST_F(memtypes, hugetlb)
 TEST_F(memtypes, memfd_shared_writable)
 {
 	const size_t len = 32 * PAGE_SZ;
-	int mfd = memfd_create("svmbatch", MFD_CLOEXEC);
 	char *p;
+	int mfd;
 
-	ASSERT_LE(0, mfd);
-	ASSERT_EQ(0, ftruncate(mfd, len));
-	p = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, mfd, 0);
-	ASSERT_NE(MAP_FAILED, p);
+	p = memfd_map(len, &mfd);
+	ASSERT_NE(NULL, p);
 	memset(p, 0x33, len / 2);	/* half populated, half not */
 	register_one(_metadata, self->fd, p, len, 0);
 	munmap(p, len);

@@ -134,7 +134,6 @@ TEST_F_TIMEOUT(params, max_ranges_at_its_bound, 300)
 		.size = sizeof(cmd), .range_size = RANGE_SZ,
 	};
 	char *va;
-	size_t i;
 
 	if (!have_effective_cap(CAP_IPC_LOCK))
 		SKIP(return, "needs CAP_IPC_LOCK to charge 4 GiB");
@@ -145,9 +144,7 @@ TEST_F_TIMEOUT(params, max_ranges_at_its_bound, 300)
 	r = calloc(n + 1, sizeof(*r));
 	ASSERT_NE(NULL, r);
 	/* Every other page, last to first: sorting has work to do. */
-	for (i = 0; i <= n; i++)
-		r[i] = mkrange(va + 2 * (n - i) * PAGE_SZ - PAGE_SZ, PAGE_SZ,
-			       0);
+	scatter_ranges(r, n, va + PAGE_SZ, 2, 0, SCATTER_REVERSE);
 	r[n] = mkrange(va, PAGE_SZ, 0);
 	cmd.ranges = ptr_u64(r);
 

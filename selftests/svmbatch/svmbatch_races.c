@@ -167,22 +167,6 @@ static void mutate_fork(struct race *rc)
 		waitpid(pid, NULL, 0);
 }
 
-/* The address of registered page @k, dma-buf page @k (REGISTER order). */
-static char *reg_page_va(const struct race *rc, unsigned int k)
-{
-	unsigned int i;
-
-	for (i = 0; i < rc->nr_ranges; i++) {
-		unsigned int n = rc->r[i].len / PAGE_SZ;
-
-		if (k < n)
-			return (char *)u64_ptr(rc->r[i].addr) +
-			       (size_t)k * PAGE_SZ;
-		k -= n;
-	}
-	return NULL;
-}
-
 /*
  * Check a successful registration page by page, then drop it.  Returns the
  * number of pages whose dma-buf page is not the page mapped at the address.
@@ -196,7 +180,7 @@ static unsigned int verify_registration(struct __test_metadata *_metadata,
 	char *alias;
 
 	for (k = 0; k < nr_pages; k++) {
-		char *va = reg_page_va(rc, k);
+		char *va = range_va(rc->r, rc->nr_ranges, (size_t)k * PAGE_SZ);
 
 		ASSERT_NE(NULL, va);
 		*(__u64 *)va = ((__u64)rc->iters << 20) | k;
@@ -220,18 +204,14 @@ static unsigned int verify_registration(struct __test_metadata *_metadata,
 
 static void race_setup_ranges(struct race *rc, bool multi)
 {
-	unsigned int i;
-
 	if (!multi) {
 		rc->r[0] = mkrange(rc->buf, NPAGES * PAGE_SZ, 0);
 		rc->nr_ranges = 1;
 		return;
 	}
 	/* Every other page, in reverse address order. */
-	for (i = 0; i < NPAGES / 2; i++)
-		rc->r[i] = mkrange(rc->buf + (NPAGES - 2 - 2 * i) * PAGE_SZ,
-				   PAGE_SZ, 0);
 	rc->nr_ranges = NPAGES / 2;
+	scatter_ranges(rc->r, rc->nr_ranges, rc->buf, 2, 0, SCATTER_REVERSE);
 }
 
 static void race_log(const char *name, const struct race *rc)
@@ -245,19 +225,26 @@ static void race_log(const char *name, const struct race *rc)
 		       rc->errs[3]);
 }
 
+/* How a register_race test changes the memory under REGISTER. */
+struct mutator {
+	const char *name;	/* the test's, for the record */
+	mutate_fn mutate;
+	bool mapped;		/* every registration must hold the mapped pages */
+};
+
 /*
  * REGISTER the ranges over and over while, in every other iteration,
- * @mutate changes a random part of the buffer again and again until the
- * call has returned; then check the result.
+ * @m changes a random part of the buffer again and again until the call
+ * has returned; then check the result.
  */
 static void run_register_race(struct __test_metadata *_metadata,
-			      const char *name, mutate_fn mutate, bool multi,
-			      bool require_mapped_pages)
+			      const struct mutator *m, bool multi)
 {
+	const char *name = m->name;
 	struct svmbatch_snapshot s0, s1;
 	double deadline = now_s() + race_seconds();
 	unsigned int seed = race_seed();
-	struct race rc = { .mutate = mutate };
+	struct race rc = { .mutate = m->mutate };
 	long long pin0;
 	pthread_t t;
 
@@ -326,7 +313,7 @@ static void run_register_race(struct __test_metadata *_metadata,
 				TH_LOG("iteration %lu: %u pages not mapped, not STALE",
 				       rc.iters, bad);
 			}
-			EXPECT_FALSE(require_mapped_pages && bad) {
+			EXPECT_FALSE(m->mapped && bad) {
 				TH_LOG("iteration %lu: %u pages not the mapped ones",
 				       rc.iters, bad);
 			}
@@ -375,36 +362,51 @@ FIXTURE_TEARDOWN(register_race)
 {
 }
 
+static const struct mutator remap = {
+	"REGISTER vs munmap+mmap", mutate_remap, false,
+};
+
+static const struct mutator dontneed = {
+	"REGISTER vs MADV_DONTNEED", mutate_dontneed, false,
+};
+
+static const struct mutator moved = {
+	"REGISTER vs mremap", mutate_mremap, false,
+};
+
+/* PROT_NONE changes no page: every registration must hold the mapped ones. */
+static const struct mutator prot_none = {
+	"REGISTER vs mprotect(PROT_NONE)", mutate_mprotect_none, true,
+};
+
+/* The child's writes go to its copies; the parent keeps its pinned pages. */
+static const struct mutator forked = {
+	"REGISTER vs fork", mutate_fork, true,
+};
+
 TEST_F_TIMEOUT(register_race, vs_munmap_mmap, 120)
 {
-	run_register_race(_metadata, "REGISTER vs munmap+mmap", mutate_remap,
-			  variant->multi, false);
+	run_register_race(_metadata, &remap, variant->multi);
 }
 
 TEST_F_TIMEOUT(register_race, vs_madv_dontneed, 120)
 {
-	run_register_race(_metadata, "REGISTER vs MADV_DONTNEED",
-			  mutate_dontneed, variant->multi, false);
+	run_register_race(_metadata, &dontneed, variant->multi);
 }
 
 TEST_F_TIMEOUT(register_race, vs_mremap, 120)
 {
-	run_register_race(_metadata, "REGISTER vs mremap", mutate_mremap,
-			  variant->multi, false);
+	run_register_race(_metadata, &moved, variant->multi);
 }
 
-/* PROT_NONE changes no page: every registration must hold the mapped ones. */
 TEST_F_TIMEOUT(register_race, vs_mprotect_none, 120)
 {
-	run_register_race(_metadata, "REGISTER vs mprotect(PROT_NONE)",
-			  mutate_mprotect_none, variant->multi, true);
+	run_register_race(_metadata, &prot_none, variant->multi);
 }
 
-/* The child's writes go to its copies; the parent keeps its pinned pages. */
 TEST_F_TIMEOUT(register_race, vs_fork, 120)
 {
-	run_register_race(_metadata, "REGISTER vs fork", mutate_fork,
-			  variant->multi, true);
+	run_register_race(_metadata, &forked, variant->multi);
 }
 
 /* The races below need no variants. */

@@ -16,17 +16,12 @@ FIXTURE(rollback) {
 
 FIXTURE_SETUP(rollback)
 {
-	svmbatch_open_or_skip(self->fd);
-	self->buf = anon_map(NPAGES * PAGE_SZ);
-	ASSERT_NE(NULL, self->buf);
+	svmbatch_fixture_setup(NPAGES);
 }
 
 FIXTURE_TEARDOWN(rollback)
 {
-	if (self->buf)
-		munmap(self->buf, NPAGES * PAGE_SZ);
-	if (self->fd > 0)
-		close(self->fd);
+	svmbatch_fixture_release(self->fd, self->buf, NPAGES);
 }
 
 static long long stat_delta(const struct svmbatch_snapshot *a,
@@ -137,14 +132,10 @@ TEST_F(rollback, counters_count_failures)
 TEST_F(rollback, last_range_fails_to_pin)
 {
 	struct svmbatch_range r[64];
-	unsigned int i;
 	__u32 h;
 
-	for (i = 0; i < 64; i++)
-		r[i] = mkrange(self->buf + 2 * i * PAGE_SZ,
-			       (1 + i % 2) * PAGE_SZ,
-			       i % 5 ? 0 : SVMBATCH_RANGE_READ_ONLY);
-	ASSERT_EQ(0, munmap(self->buf + 126 * PAGE_SZ, 2 * PAGE_SZ));
+	scatter_ranges(r, 64, self->buf, 3, 5, 0);
+	ASSERT_EQ(0, munmap(u64_ptr(r[63].addr), r[63].len));
 	test_err_register(EFAULT, 63, r, 64);
 	/* The same batch without its bad range works, exactly once. */
 	h = test_cmd_register(r, 63, NULL);

@@ -92,10 +92,10 @@ TEST_F_TIMEOUT(scale, max_ranges_one_page_each, 300)
 	ASSERT_NE(MAP_FAILED, mem);
 	r = calloc(n + 1, RANGE_SZ);
 	ASSERT_NE(NULL, r);
-	for (i = 0; i <= n; i++) {
-		mem[2 * (size_t)i * PAGE_SZ] = 1;
-		r[i] = mkrange(mem + 2 * (size_t)i * PAGE_SZ, PAGE_SZ, 0);
-	}
+	scatter_ranges(r, n + 1, mem, 2, 0, 0);
+	/* Populate only the pages registered. */
+	for (i = 0; i <= n; i++)
+		*(char *)u64_ptr(r[i].addr) = 1;
 	h = test_cmd_register(r, n, &nr);
 	EXPECT_EQ((__u64)n, nr);
 	EXPECT_EQ(pin0 + (long long)(n * PAGE_SZ / 1024), vmpin_kb());
@@ -178,7 +178,7 @@ TEST_F_TIMEOUT(scale, max_registrations, 600)
 
 FIXTURE(bad_in_1000) {
 	int fd;
-	char *mem;
+	char *buf;
 	struct svmbatch_range *r;
 };
 
@@ -192,31 +192,24 @@ FIXTURE_VARIANT_ADD(bad_in_1000, last) { .k = 999 };
 
 #define NR_1000 1000U
 
+/* One-page ranges, every other page. */
 FIXTURE_SETUP(bad_in_1000)
 {
-	unsigned int i;
-
-	svmbatch_open_or_skip(self->fd);
-	self->mem = anon_map(2 * NR_1000 * PAGE_SZ);
-	ASSERT_NE(NULL, self->mem);
+	svmbatch_fixture_setup(2 * NR_1000);
 	self->r = calloc(NR_1000, RANGE_SZ);
 	ASSERT_NE(NULL, self->r);
-	for (i = 0; i < NR_1000; i++)
-		self->r[i] = mkrange(self->mem + 2 * i * PAGE_SZ, PAGE_SZ, 0);
+	scatter_ranges(self->r, NR_1000, self->buf, 2, 0, 0);
 }
 
 FIXTURE_TEARDOWN(bad_in_1000)
 {
 	free(self->r);
-	if (self->mem)
-		munmap(self->mem, 2 * NR_1000 * PAGE_SZ);
-	if (self->fd > 0)
-		close(self->fd);
+	svmbatch_fixture_release(self->fd, self->buf, 2 * NR_1000);
 }
 
 TEST_F_TIMEOUT(bad_in_1000, unmapped, 120)
 {
-	char *bad = self->mem + 2 * variant->k * PAGE_SZ;
+	char *bad = u64_ptr(self->r[variant->k].addr);
 	__u32 h;
 
 	ASSERT_EQ(0, munmap(bad, PAGE_SZ));
@@ -230,7 +223,7 @@ TEST_F_TIMEOUT(bad_in_1000, unmapped, 120)
 
 TEST_F_TIMEOUT(bad_in_1000, read_only_mapping, 120)
 {
-	char *bad = self->mem + 2 * variant->k * PAGE_SZ;
+	char *bad = u64_ptr(self->r[variant->k].addr);
 
 	ASSERT_EQ(0, mprotect(bad, PAGE_SZ, PROT_READ));
 	test_err_register(EFAULT, variant->k, self->r, NR_1000);

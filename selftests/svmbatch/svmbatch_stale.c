@@ -29,19 +29,14 @@ FIXTURE_SETUP(stale)
 {
 	struct svmbatch_range r[2];
 
-	svmbatch_open_or_skip(self->fd);
-	self->buf = anon_map(NPAGES * PAGE_SZ);
-	ASSERT_NE(NULL, self->buf);
+	svmbatch_fixture_setup(NPAGES);
 	stale_ranges(self->buf, r);
 	self->handle = test_cmd_register(r, 2, NULL);
 }
 
 FIXTURE_TEARDOWN(stale)
 {
-	if (self->buf)
-		munmap(self->buf, NPAGES * PAGE_SZ);
-	if (self->fd > 0)
-		close(self->fd);
+	svmbatch_fixture_release(self->fd, self->buf, NPAGES);
 }
 
 static int query_out_flags(int fd, __u32 handle)

@@ -5,16 +5,17 @@
  * errno and, for REGISTER, a given error_index and leave nothing behind.
  *
  * "Nothing behind" is a struct svmbatch_snapshot: VmPin of this process, the
- * module's global debugfs gauges (contexts, registrations, pinned_pages,
- * meta_bytes) and this fd's fdinfo registrations and pinned pages.  Failure
- * counters (failed_registrations, injected_failures, svmbatch-failed) are
- * left out of the comparison because a failing call changes them by design.
+ * module's global debugfs gauges (svmbatch_gauges[]) and this fd's fdinfo
+ * registrations and pinned pages.  Failure counters (failed_registrations,
+ * injected_failures, svmbatch-failed) are left out of the comparison because
+ * a failing call changes them by design.
  */
 #ifndef __SELFTEST_SVMBATCH_UTILS_H
 #define __SELFTEST_SVMBATCH_UTILS_H
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -35,12 +36,13 @@
 #include <sys/wait.h>
 #include <linux/capability.h>
 #include <linux/svmbatch.h>
+/* As in a kernel tree; here the Makefile points <drm/> at libdrm's copy. */
+#include <drm/drm.h>
 
 #include "kselftest_harness.h"
+#include "svmbatch_counters.h"
 
 #define SVMBATCH_DEV		"/dev/svmbatch"
-#define SVMBATCH_DEBUGFS	"/sys/kernel/debug/svmbatch"
-#define SVMBATCH_STATS		SVMBATCH_DEBUGFS "/stats"
 #define SVMBATCH_CLIENTS	SVMBATCH_DEBUGFS "/clients"
 #define SVMBATCH_FAIL_NTH	SVMBATCH_DEBUGFS "/fail_nth"
 #define SVMBATCH_FAKE_INVAL	SVMBATCH_DEBUGFS "/fake_invalidations"
@@ -88,6 +90,27 @@ static inline void *u64_ptr(__u64 v)
 		ASSERT_LE(0, _fd);					\
 	} while (0)
 
+/*
+ * The usual FIXTURE_SETUP: an fd of the test's own in self->fd and @_npages
+ * of anonymous memory in self->buf, which svmbatch_fixture_release() (in the
+ * FIXTURE_TEARDOWN) gives back.
+ */
+#define svmbatch_fixture_setup(_npages)					\
+	do {								\
+		svmbatch_open_or_skip(self->fd);			\
+		self->buf = anon_map((_npages) * PAGE_SZ);		\
+		ASSERT_NE(NULL, self->buf);				\
+	} while (0)
+
+static inline void svmbatch_fixture_release(int fd, void *buf, size_t npages)
+{
+	if (buf)
+		munmap(buf, npages * PAGE_SZ);
+	/* 0: the setup skipped before it opened anything. */
+	if (fd > 0)
+		close(fd);
+}
+
 #define EXPECT_ERRNO(expected_errno, cmd)				\
 	({								\
 		ASSERT_EQ(-1, cmd);					\
@@ -105,6 +128,24 @@ static inline void *anon_map(size_t len)
 	if (p == MAP_FAILED)
 		return NULL;
 	memset(p, 0xa5, len);
+	return p;
+}
+
+/* A memfd of @len bytes, mapped shared read-write; its fd in *@mfd. */
+static inline void *memfd_map(size_t len, int *mfd)
+{
+	void *p;
+
+	*mfd = memfd_create("svmbatch", MFD_CLOEXEC);
+	if (*mfd < 0)
+		return NULL;
+	p = ftruncate(*mfd, len) ? MAP_FAILED :
+	    mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_SHARED, *mfd, 0);
+	if (p == MAP_FAILED) {
+		close(*mfd);
+		*mfd = -1;
+		return NULL;
+	}
 	return p;
 }
 
@@ -130,6 +171,79 @@ static inline struct svmbatch_range mkrange(const void *addr, size_t len,
 	};
 
 	return r;
+}
+
+/* scatter_ranges() flag: list the ranges last address first. */
+#define SCATTER_REVERSE	1U
+
+/*
+ * @nr separate buffers, as a program would hand them over, in @r: range i
+ * starts at page i * @stride of @base and has 1 + i % (@stride - 1) pages,
+ * so at least one page lies between two ranges; with @ro_every, every
+ * @ro_every-th range from the first is READ_ONLY.  The memory must span
+ * @nr * @stride pages.  Returns the number of pages of all the ranges.
+ */
+static inline __u64 scatter_ranges(struct svmbatch_range *r, unsigned int nr,
+				   void *base, unsigned int stride,
+				   unsigned int ro_every, unsigned int flags)
+{
+	unsigned int i, slot;
+	__u64 pages = 0;
+
+	for (i = 0; i < nr; i++) {
+		slot = flags & SCATTER_REVERSE ? nr - 1 - i : i;
+		r[i] = mkrange((char *)base + (size_t)slot * stride * PAGE_SZ,
+			       (1 + slot % (stride - 1)) * PAGE_SZ,
+			       ro_every && !(slot % ro_every) ?
+			       SVMBATCH_RANGE_READ_ONLY : 0);
+		pages += r[i].len / PAGE_SZ;
+	}
+	return pages;
+}
+
+/*
+ * The address of byte @off of the ranges @r laid end to end in their order:
+ * what a registration's dma-buf holds at @off.  NULL past their end.
+ */
+static inline char *range_va(const struct svmbatch_range *r, unsigned int nr,
+			     size_t off)
+{
+	unsigned int i;
+
+	for (i = 0; i < nr; i++) {
+		if (off < r[i].len)
+			return (char *)u64_ptr(r[i].addr) + off;
+		off -= r[i].len;
+	}
+	return NULL;
+}
+
+/*
+ * Byte @i of test pattern @seed: neighbouring bytes, pages and seeds
+ * differ, so a misplaced page or a stale copy shows.
+ */
+static inline unsigned char pattern_byte(size_t i, unsigned int seed)
+{
+	return (unsigned char)(i * 31 + (i >> 12) + seed);
+}
+
+static inline void pattern_fill(void *p, size_t len, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		((unsigned char *)p)[i] = pattern_byte(i, seed);
+}
+
+/* Whether @p holds @len bytes of pattern @seed. */
+static inline bool pattern_check(const void *p, size_t len, unsigned int seed)
+{
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		if (((const unsigned char *)p)[i] != pattern_byte(i, seed))
+			return false;
+	return true;
 }
 
 /* ------------------------------------------------------------ /proc, sys */
@@ -168,30 +282,30 @@ static inline int write_file(const char *path, const char *val)
 	return n == (ssize_t)strlen(val) ? 0 : -1;
 }
 
-/* "Key:   value" from a /proc file, -1 if absent. */
-static inline long long proc_field(const char *path, const char *key)
+/*
+ * A new file in @dir holding @len bytes of pattern @seed, its name in @path
+ * (@pathlen bytes) for the caller to unlink.  Its fd, or -1 with errno.
+ */
+static inline int pattern_file(const char *dir, char *path, size_t pathlen,
+			       size_t len, unsigned int seed)
 {
-	char line[256];
-	long long val = -1;
-	size_t klen = strlen(key);
-	FILE *f = fopen(path, "re");
+	void *data = malloc(len);
+	int fd, err;
 
-	if (!f)
+	snprintf(path, pathlen, "%s/svmbatch-test.XXXXXX", dir);
+	if (!data)
 		return -1;
-	while (fgets(line, sizeof(line), f)) {
-		if (!strncmp(line, key, klen) && line[klen] == ':') {
-			val = strtoll(line + klen + 1, NULL, 10);
-			break;
-		}
+	pattern_fill(data, len, seed);
+	fd = mkostemp(path, O_CLOEXEC);
+	if (fd >= 0 && pwrite(fd, data, len, 0) != (ssize_t)len) {
+		err = errno;
+		close(fd);
+		unlink(path);
+		errno = err;
+		fd = -1;
 	}
-	fclose(f);
-	return val;
-}
-
-/* VmPin of this process (mm->pinned_vm) in kB. */
-static inline long long vmpin_kb(void)
-{
-	return proc_field("/proc/self/status", "VmPin");
+	free(data);
+	return fd;
 }
 
 /*
@@ -256,17 +370,10 @@ static inline bool smaps_has_vmflag(const void *addr, const char *flag)
 
 /* ------------------------------------------------------------- counters */
 
-#define SNAP_MAX_STATS 32
-
-struct svmbatch_stat {
-	char name[48];
-	unsigned long long val;
-};
-
 struct svmbatch_snapshot {
 	long long vmpin_kb;
 	int nr_stats;
-	struct svmbatch_stat stats[SNAP_MAX_STATS];
+	struct svmbatch_stat stats[SVMBATCH_MAX_STATS];
 	unsigned long long fd_id;
 	unsigned long long fd_registrations;
 	unsigned long long fd_pinned_pages;
@@ -274,51 +381,20 @@ struct svmbatch_snapshot {
 };
 
 /*
- * The global counters that describe current state (gauges).  Others in the
- * stats file are cumulative (failed_registrations, injected_failures, any
- * "*_total") and legitimately move; they are checked where relevant.
+ * The global counters that describe current state (gauges): what is
+ * registered, pinned, exported and attached.  Others in the stats file are
+ * cumulative (failed_registrations, injected_failures, any "*_total") and
+ * legitimately move; they are checked where relevant.
  */
 static const char * const svmbatch_gauges[] = {
 	"contexts", "registrations", "pinned_pages", "meta_bytes",
+	"exports", "dmabuf_segments", "dmabuf_attachments",
 };
-
-static inline int read_stats(struct svmbatch_stat *stats, int max)
-{
-	char line[256];
-	int n = 0;
-	FILE *f = fopen(SVMBATCH_STATS, "re");
-
-	if (!f)
-		return -1;
-	while (n < max && fgets(line, sizeof(line), f)) {
-		if (sscanf(line, "%47s %llu", stats[n].name, &stats[n].val) == 2)
-			n++;
-	}
-	fclose(f);
-	return n;
-}
-
-/* Value of global counter @name, or -1 if the stats file lacks it. */
-static inline long long stat_get(const char *name)
-{
-	struct svmbatch_stat stats[SNAP_MAX_STATS];
-	int i, n = read_stats(stats, SNAP_MAX_STATS);
-
-	for (i = 0; i < n; i++)
-		if (!strcmp(stats[i].name, name))
-			return stats[i].val;
-	return -1;
-}
 
 static inline const struct svmbatch_stat *
 snap_stat(const struct svmbatch_snapshot *s, const char *name)
 {
-	int i;
-
-	for (i = 0; i < s->nr_stats; i++)
-		if (!strcmp(s->stats[i].name, name))
-			return &s->stats[i];
-	return NULL;
+	return stat_find(s->stats, s->nr_stats, name);
 }
 
 /* Parse the svmbatch-* lines of /proc/self/fdinfo/@fd; 0 if all found. */
@@ -361,7 +437,7 @@ static inline void snapshot_take(struct __test_metadata *_metadata, int fd,
 	memset(s, 0, sizeof(*s));
 	s->vmpin_kb = vmpin_kb();
 	ASSERT_LE(0, s->vmpin_kb);
-	s->nr_stats = read_stats(s->stats, SNAP_MAX_STATS);
+	s->nr_stats = read_stats(s->stats, SVMBATCH_MAX_STATS);
 	ASSERT_LT(0, s->nr_stats) {
 		TH_LOG("cannot read %s (CONFIG_DEBUG_FS, debugfs mounted?)",
 		       SVMBATCH_STATS);
@@ -379,40 +455,51 @@ static inline void snapshot_take(struct __test_metadata *_metadata, int fd,
 	}
 }
 
-static inline void snapshot_assert_eq(struct __test_metadata *_metadata,
-				      const struct svmbatch_snapshot *a,
-				      const struct svmbatch_snapshot *b)
+/*
+ * Whether @b shows what @a showed: VmPin, the global gauges and the fd's
+ * registrations and pinned pages.  Each difference is logged unless
+ * @_metadata is NULL (a caller that waits for the counters to settle).
+ */
+#define SNAP_LOG(...)							\
+	do {								\
+		if (_metadata)						\
+			TH_LOG(__VA_ARGS__);				\
+	} while (0)
+
+static inline bool snapshot_same(struct __test_metadata *_metadata,
+				 const struct svmbatch_snapshot *a,
+				 const struct svmbatch_snapshot *b)
 {
 	const struct svmbatch_stat *sa, *sb;
 	bool same = true;
-	int i;
+	size_t i;
 
 	if (a->vmpin_kb != b->vmpin_kb) {
-		TH_LOG("VmPin changed: %lld kB -> %lld kB", a->vmpin_kb,
-		       b->vmpin_kb);
+		SNAP_LOG("VmPin changed: %lld kB -> %lld kB", a->vmpin_kb,
+			 b->vmpin_kb);
 		same = false;
 	}
-	for (i = 0; i < (int)ARRAY_SIZE(svmbatch_gauges); i++) {
+	for (i = 0; i < ARRAY_SIZE(svmbatch_gauges); i++) {
 		sa = snap_stat(a, svmbatch_gauges[i]);
 		sb = snap_stat(b, svmbatch_gauges[i]);
 		if (!sa || !sb || sb->val != sa->val) {
-			TH_LOG("global %s changed: %llu -> %llu",
-			       svmbatch_gauges[i], sa ? sa->val : 0ULL,
-			       sb ? sb->val : 0ULL);
+			SNAP_LOG("global %s changed: %llu -> %llu",
+				 svmbatch_gauges[i], sa ? sa->val : 0ULL,
+				 sb ? sb->val : 0ULL);
 			same = false;
 		}
 	}
 	if (a->fd_registrations != b->fd_registrations ||
 	    a->fd_pinned_pages != b->fd_pinned_pages) {
-		TH_LOG("fdinfo changed: registrations %llu -> %llu, pinned-pages %llu -> %llu",
-		       a->fd_registrations, b->fd_registrations,
-		       a->fd_pinned_pages, b->fd_pinned_pages);
+		SNAP_LOG("fdinfo changed: registrations %llu -> %llu, pinned-pages %llu -> %llu",
+			 a->fd_registrations, b->fd_registrations,
+			 a->fd_pinned_pages, b->fd_pinned_pages);
 		same = false;
 	}
-	ASSERT_TRUE(same);
+	return same;
 }
 
-#define ASSERT_SNAPSHOT_EQ(a, b) snapshot_assert_eq(_metadata, a, b)
+#define ASSERT_SNAPSHOT_EQ(a, b) ASSERT_TRUE(snapshot_same(_metadata, a, b))
 
 /* "<id> <tgid> <registrations> <pinned_pages> <failed>" of one client. */
 struct svmbatch_client {
@@ -723,6 +810,207 @@ static inline long fake_invalidations_get(void)
 	return knob_get(SVMBATCH_FAKE_INVAL);
 }
 
+/*
+ * A fault-injection sweep, after iommufd_fail_nth.c: fail injection point 1
+ * of one call, then point 2, and so on, until the call runs to its end
+ * without reaching the point armed.  The knob is the module's fail_nth (its
+ * own points, per process) or the kernel's /proc/self/task/TID/fail-nth
+ * (failslab, fail_page_alloc and fail_usercopy: every should_fail site of
+ * the thread).  Every step checks what any injected failure must do: fail
+ * the call with one of @errnos, fire the knob, count in injected_failures
+ * when the module injected it, and leave nothing behind (VmPin, the
+ * module's gauges, @fd's counters).  The test checks the rest in the body
+ * of FAIL_NTH_SWEEP().
+ */
+struct fail_nth {
+	/* Set by the test. */
+	const char *what;	/* the call swept, for the messages */
+	const char *path;	/* the knob */
+	int fd;			/* the svmbatch fd whose fdinfo counts, or -1 */
+	const int *errnos;	/* what a failure may give, 0-terminated */
+	unsigned long max;	/* injection points at most */
+	/* The step that the body of FAIL_NTH_SWEEP() looks at. */
+	unsigned long n;	/* the injection point armed */
+	int ret;		/* the call's value: failure if < 0 ... */
+	int err;		/* ... with this errno */
+	long left;		/* countdown after it: > 0, point n never reached */
+	bool done;		/* the sweep is over: the call ran to its end */
+	struct svmbatch_snapshot before, after;
+	/* Totals. */
+	unsigned long failed;	/* points whose failure failed the call */
+	unsigned long absorbed;	/* points the call recovered from */
+	int knob;		/* the knob's fd while armed */
+};
+
+#define FAIL_NTH_ERRNOS(...) ((const int[]){ __VA_ARGS__, 0 })
+
+/* Move to the next point; false when the sweep is over. */
+static inline bool fail_nth_next(struct fail_nth *s)
+{
+	if (s->done || s->n >= s->max)
+		return false;
+	s->n++;
+	return true;
+}
+
+/*
+ * Arm point n, last thing before the call: with the kernel's knob every
+ * site of the thread counts, opening the knob included.  Neither knob
+ * moves the file position on a write, and the module's cannot seek, so
+ * the step reads and writes it with plain read() and write().
+ */
+static inline void fail_nth_arm(struct __test_metadata *_metadata,
+				struct fail_nth *s)
+{
+	char buf[32];
+	int len = snprintf(buf, sizeof(buf), "%lu", s->n);
+
+	snapshot_take(_metadata, s->fd, &s->before);
+	s->knob = open(s->path, O_RDWR | O_CLOEXEC);
+	ASSERT_LE(0, s->knob) TH_LOG("%s: %s", s->path, strerror(errno));
+	ASSERT_EQ((ssize_t)len, write(s->knob, buf, len)) {
+		TH_LOG("arming %s: %s", s->path, strerror(errno));
+	}
+}
+
+static inline bool fail_nth_errno_allowed(const struct fail_nth *s)
+{
+	const int *e;
+
+	for (e = s->errnos; *e; e++)
+		if (*e == s->err)
+			return true;
+	return false;
+}
+
+static inline long long snap_val(const struct svmbatch_snapshot *s,
+				 const char *name)
+{
+	const struct svmbatch_stat *st = snap_stat(s, name);
+
+	return st ? (long long)st->val : -1;
+}
+
+/*
+ * Right after the call, which gave @ret and errno: read what is left of
+ * the countdown, disarm, and check the step.  True, for FAIL_NTH_SWEEP().
+ */
+static inline bool fail_nth_step(struct __test_metadata *_metadata,
+				 struct fail_nth *s, int ret)
+{
+	bool module = !strcmp(s->path, SVMBATCH_FAIL_NTH);
+	char buf[32];
+	ssize_t len;
+
+	s->ret = ret;
+	s->err = errno;
+
+	/*
+	 * If the read fails, its own copy to user space was the site armed:
+	 * the call itself never reached it.
+	 */
+	len = read(s->knob, buf, sizeof(buf) - 1);
+	if (len > 0) {
+		buf[len] = 0;
+		s->left = strtol(buf, NULL, 10);
+	} else {
+		s->left = 1;
+	}
+	/*
+	 * Disarming copies from user space, a site of its own: EFAULT there
+	 * means the countdown ran out in this write, which disarmed it too.
+	 */
+	ASSERT_TRUE(write(s->knob, "0", 1) == 1 || errno == EFAULT) {
+		TH_LOG("disarming %s: %s", s->path, strerror(errno));
+	}
+	close(s->knob);
+	snapshot_take(_metadata, s->fd, &s->after);
+	/* The module counts the failures it injects, and only those. */
+	EXPECT_EQ(module && !s->left ? 1 : 0,
+		  snap_val(&s->after, "injected_failures") -
+		  snap_val(&s->before, "injected_failures")) {
+		TH_LOG("%s, point %lu: injected_failures off", s->what, s->n);
+	}
+	if (s->ret >= 0) {
+		if (s->left > 0)
+			s->done = true;
+		else
+			s->absorbed++;
+		return true;
+	}
+	s->failed++;
+	EXPECT_TRUE(fail_nth_errno_allowed(s)) {
+		TH_LOG("%s, point %lu: unexpected %s", s->what, s->n,
+		       strerror(s->err));
+	}
+	EXPECT_EQ(0, s->left) {
+		TH_LOG("%s, point %lu: failed, but the knob did not fire",
+		       s->what, s->n);
+	}
+	ASSERT_SNAPSHOT_EQ(&s->before, &s->after);
+	return true;
+}
+
+/*
+ * Sweep @_call, an expression whose value is < 0 on failure (with errno),
+ * over the injection points of (_nth)->path; the statement that follows is
+ * run after every step, with the step in @_nth.  Each step arms the knob,
+ * evaluates @_call, disarms and checks it (fail_nth_step()).  The sweep
+ * ends when the call ran to its end without reaching the point armed, or
+ * when the body sets (_nth)->done.
+ */
+#define FAIL_NTH_SWEEP(_nth, _call)					\
+	for (; fail_nth_next(_nth) &&					\
+	       fail_nth_step(_metadata, _nth,				\
+			     (fail_nth_arm(_metadata, _nth), (_call)));)
+
+/* After FAIL_NTH_SWEEP(): it came to its end; the count for the record. */
+static inline void fail_nth_end(struct __test_metadata *_metadata,
+				const struct fail_nth *s)
+{
+	ASSERT_TRUE(s->done) {
+		TH_LOG("%s: no end after %lu injection points", s->what,
+		       s->max);
+	}
+	ksft_print_msg("%s, %s: %lu injection points failed it, %lu absorbed\n",
+		       s->what, s->path, s->failed, s->absorbed);
+}
+
+/* ------------------------------------------------------------------- vgem */
+
+#define VGEM_SKIP_MSG "no vgem device in /dev/dri (CONFIG_DRM_VGEM, module vgem)"
+
+/* The vgem card node, or -1. */
+static inline int open_vgem(void)
+{
+	char name[32], path[64];
+	int i, fd;
+
+	for (i = 0; i < 16; i++) {
+		struct drm_version v = {
+			.name = name, .name_len = sizeof(name) - 1,
+		};
+
+		snprintf(path, sizeof(path), "/dev/dri/card%d", i);
+		fd = open(path, O_RDWR | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		memset(name, 0, sizeof(name));
+		if (!ioctl(fd, DRM_IOCTL_VERSION, &v) && !strcmp(name, "vgem"))
+			return fd;
+		close(fd);
+	}
+	return -1;
+}
+
+/* A vgem card node in @_vgem, or SKIP the test. */
+#define vgem_open_or_skip(_vgem)					\
+	do {								\
+		_vgem = open_vgem();					\
+		if (_vgem < 0)						\
+			SKIP(return, VGEM_SKIP_MSG);			\
+	} while (0)
+
 /* ------------------------------------------------------------ fd passing */
 
 /* One byte of data with room for one fd, as send_fd() and recv_fd() use. */
@@ -803,6 +1091,35 @@ static inline int uring_submit_wait(struct io_uring *ring)
 	ret = cqe->res;
 	io_uring_cqe_seen(ring, cqe);
 	return ret;
+}
+
+/*
+ * READ_FIXED into (or, with @write, WRITE_FIXED from) each of the @nr
+ * fixed buffers @iov registered with @ring, in order, the buffers laid end
+ * to end in @file from offset 0.
+ */
+static inline void uring_fixed_io(struct __test_metadata *_metadata,
+				  struct io_uring *ring, int file,
+				  const struct iovec *iov, int nr, bool write)
+{
+	struct io_uring_sqe *sqe;
+	off_t off = 0;
+	int i;
+
+	for (i = 0; i < nr; off += iov[i].iov_len, i++) {
+		sqe = io_uring_get_sqe(ring);
+		ASSERT_NE(NULL, sqe);
+		if (write)
+			io_uring_prep_write_fixed(sqe, file, iov[i].iov_base,
+						  iov[i].iov_len, off, i);
+		else
+			io_uring_prep_read_fixed(sqe, file, iov[i].iov_base,
+						 iov[i].iov_len, off, i);
+		ASSERT_EQ((int)iov[i].iov_len, uring_submit_wait(ring)) {
+			TH_LOG("%s_FIXED of buffer %d", write ? "WRITE" : "READ",
+			       i);
+		}
+	}
 }
 #endif /* LIB_URING_H */
 
