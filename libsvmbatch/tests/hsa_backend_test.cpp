@@ -22,7 +22,7 @@
 
 #include "expect_error.hpp"
 #include "fake_hsa/fake_hsa.h"
-#include "hsa_runtime.hpp"
+#include "shim/libhsa.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {

@@ -8,7 +8,7 @@
 
 #include <svmbatch/error.hpp>
 
-#include "range_plan.hpp"
+#include "core/range_plan.hpp"
 
 namespace svmbatch::detail {
 namespace {

@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Compiled (never run) on the GPU machine: the constants and entry-point
-// names that libsvmbatch's CUDA loader (src/cuda_driver.hpp) copies from
+// names that libsvmbatch's CUDA loader (src/shim/libcuda.hpp) copies from
 // cuda.h must match the real header.
 #include <cuda.h>
 
-#include "cuda_driver.hpp"
+#include "shim/libcuda.hpp"
 
 namespace cu = svmbatch::detail::cu;
 

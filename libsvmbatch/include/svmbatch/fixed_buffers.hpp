@@ -12,6 +12,10 @@ struct io_uring;
 
 namespace svmbatch {
 
+namespace detail {
+struct RegistrationState;
+}
+
 /// io_uring limits every fixed buffer to 1 GiB and a table to 16384 slots.
 inline constexpr std::size_t io_uring_max_buffer_bytes = std::size_t{1} << 30;
 inline constexpr unsigned io_uring_max_slots = 16384;
@@ -62,7 +66,9 @@ public:
 
 private:
 	friend class Registration;
-	FixedBuffers() = default;
+	/// Registration::register_fixed(): register s's buffers in ring.
+	FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
+		     const FixedOptions &options);
 
 	::io_uring *ring_ = nullptr;
 	bool window_ = false;

@@ -10,7 +10,7 @@
 #include <svmbatch/buffer.hpp>
 #include <svmbatch/dmabuf.hpp>
 #include <svmbatch/fixed_buffers.hpp>
-#include <svmbatch/gpu.hpp>
+#include <svmbatch/gpu/backend.hpp>
 
 struct io_uring;
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // CudaBackend: cuMemHostRegister per merged range, all or nothing.
-#include <svmbatch/cuda_backend.hpp>
+#include <svmbatch/gpu/cuda_backend.hpp>
 #include <svmbatch/error.hpp>
 #include <svmbatch/registration.hpp>
 
@@ -9,13 +9,13 @@
 #include <cerrno>
 #include <vector>
 
-#include "cuda_driver.hpp"
+#include "shim/libcuda.hpp"
 
 namespace svmbatch {
 
 using detail::CudaContext;
 using detail::CudaCurrent;
-using detail::CudaDriver;
+using detail::LibCuda;
 using detail::cuda_errno;
 namespace cu = detail::cu;
 
@@ -58,7 +58,7 @@ private:
 	std::vector<void *> registered_;
 };
 
-CudaMemory classify_with(const CudaDriver &d, const void *ptr)
+CudaMemory classify_with(const LibCuda &d, const void *ptr)
 {
 	unsigned type = 0;
 	auto addr = static_cast<cu::DevicePtr>(reinterpret_cast<std::uintptr_t>(ptr));
@@ -92,7 +92,7 @@ const char *memory_name(CudaMemory m)
 /// Error path of CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: the first
 /// caller buffer of range r with a page CUDA knows (page by page, beyond
 /// the ends that classification probed), else fallback.
-std::size_t buffer_cuda_knows(const CudaDriver &d, const Registration &reg, std::size_t r,
+std::size_t buffer_cuda_knows(const LibCuda &d, const Registration &reg, std::size_t r,
 			      std::size_t fallback)
 {
 	const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
@@ -113,7 +113,7 @@ std::size_t buffer_cuda_knows(const CudaDriver &d, const Registration &reg, std:
 
 CudaBackend::CudaBackend(const CudaOptions &options) : ordinal_(options.device)
 {
-	auto driver = std::make_shared<const CudaDriver>(options.library);
+	auto driver = std::make_shared<const LibCuda>(options.library);
 	ctx_ = std::make_shared<const CudaContext>(driver, options.device);
 
 	char name[256] = {};
@@ -145,7 +145,7 @@ CudaMemory CudaBackend::classify(const void *ptr) const
 
 GpuMapping CudaBackend::map(const Registration &registration)
 {
-	const CudaDriver &d = ctx_->driver();
+	const LibCuda &d = ctx_->driver();
 	auto buffers = registration.buffers();
 	auto ranges = registration.ranges();
 	CudaCurrent current(*ctx_);

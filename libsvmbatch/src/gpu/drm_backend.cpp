@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // DrmBackend: a registration's dma-buf imported into a DRM device (PRIME).
-#include <svmbatch/drm_backend.hpp>
+#include <svmbatch/gpu/drm_backend.hpp>
 #include <svmbatch/error.hpp>
 #include <svmbatch/registration.hpp>
 
@@ -10,7 +10,7 @@
 #include <cerrno>
 #include <vector>
 
-#include "drm_node.hpp"
+#include "shim/libdrm.hpp"
 
 namespace svmbatch {
 

@@ -8,7 +8,7 @@
 
 #include <string>
 
-#include "dynamic_library.hpp"
+#include "shim/dynamic_library.hpp"
 
 namespace svmbatch::detail {
 
@@ -16,15 +16,15 @@ namespace svmbatch::detail {
 /// lives.  The destructor calls hsa_shut_down once, balancing hsa_init,
 /// and only then drops the library (dlclose; RTLD_NODELETE keeps the code
 /// mapped for the runtime's own threads and atexit handlers).
-struct HsaRuntime {
+struct LibHsa {
 	/// Error(ENODEV, Step::GpuOpen): the library does not load, lacks an
 	/// entry point, or hsa_init fails (driver_status() = its status).
-	explicit HsaRuntime(std::string library);
-	HsaRuntime(const HsaRuntime &) = delete;
-	HsaRuntime &operator=(const HsaRuntime &) = delete;
-	HsaRuntime(HsaRuntime &&) = delete;
-	HsaRuntime &operator=(HsaRuntime &&) = delete;
-	~HsaRuntime();
+	explicit LibHsa(std::string library);
+	LibHsa(const LibHsa &) = delete;
+	LibHsa &operator=(const LibHsa &) = delete;
+	LibHsa(LibHsa &&) = delete;
+	LibHsa &operator=(LibHsa &&) = delete;
+	~LibHsa();
 
 private:
 	DynamicLibrary lib_;	// first: destroyed last, after hsa_shut_down
@@ -48,7 +48,7 @@ public:
 	std::string describe(hsa_status_t status) const;
 };
 
-/// The errno closest to an hsa_status_t (the table is in hsa_runtime.cpp
+/// The errno closest to an hsa_status_t (the table is in libhsa.cpp
 /// and Documentation/amd.rst).
 int hsa_errno(hsa_status_t status);
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "vma_check.hpp"
+#include "core/vma_check.hpp"
 
 #include <linux/magic.h>
 #include <sys/mman.h>

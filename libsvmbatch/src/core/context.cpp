@@ -1,30 +1,78 @@
 // SPDX-License-Identifier: MIT
+// Context: the mode (module or userspace), its limits, and registering.
 #include <svmbatch/context.hpp>
 #include <svmbatch/error.hpp>
-#include <svmbatch/registration.hpp>
+
+#include <unistd.h>
 
 #include <cerrno>
-#include <stdexcept>
+#include <cstdlib>
+#include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
-#include "device.hpp"
-#include "registration_state.hpp"
-#include "vma_check.hpp"
+#include "core/device.hpp"
+#include "core/registration_state.hpp"
+#include "core/vma_check.hpp"
 
 namespace svmbatch {
 
-namespace detail {
-
-RegistrationState::~RegistrationState()
+const char *mode_name(Mode mode) noexcept
 {
-	/* Nothing to report to: the module frees it at close() anyway. */
-	if (device && handle)
-		(void)device->unregister(handle);
+	switch (mode) {
+	case Mode::Auto:
+		return "auto";
+	case Mode::Kernel:
+		return "kernel";
+	case Mode::Userspace:
+		return "userspace";
+	}
+	return "unknown";
 }
 
-} // namespace detail
-
 namespace {
+
+/* The module's default limits (kmod/main.c), so both modes agree. */
+constexpr std::uint32_t default_max_ranges = 16384;
+constexpr std::uint32_t default_max_registrations = 65536;
+constexpr std::uint64_t default_max_range_bytes = std::uint64_t{64} << 30;
+
+Info userspace_info(std::string reason)
+{
+	Info info;
+
+	info.mode = Mode::Userspace;
+	info.reason = std::move(reason);
+	info.page_size = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+	info.max_ranges = default_max_ranges;
+	info.max_registrations = default_max_registrations;
+	info.max_range_bytes = default_max_range_bytes;
+	return info;
+}
+
+/* Mode::Auto gives way to $SVMBATCH_MODE; *from_env says it did. */
+Mode resolve_mode(Mode mode, bool *from_env)
+{
+	/* Read once per Context, like any library configuration. */
+	const char *env = std::getenv("SVMBATCH_MODE"); // NOLINT(concurrency-mt-unsafe)
+
+	*from_env = false;
+	if (mode != Mode::Auto || !env || !*env)
+		return mode;
+	*from_env = true;
+	std::string_view v(env);
+	if (v == "auto")
+		return Mode::Auto;
+	if (v == "kernel")
+		return Mode::Kernel;
+	if (v == "userspace")
+		return Mode::Userspace;
+	throw Error(EINVAL, Step::Open,
+		    "SVMBATCH_MODE=" + std::string(v) +
+			    " is not auto, kernel or userspace");
+}
+
 
 /*
  * The caller's buffer to blame for a failure in range r: the one holding
@@ -122,6 +170,55 @@ void register_userspace(detail::RegistrationState &s)
 
 } // namespace
 
+Context::Context(Mode requested, const std::string &device)
+{
+	bool from_env;
+	Mode mode = resolve_mode(requested, &from_env);
+	std::string why = from_env ? " (SVMBATCH_MODE)" : "";
+
+	if (mode == Mode::Userspace) {
+		info_ = userspace_info("userspace mode requested" + why);
+		return;
+	}
+	auto dev = std::make_shared<detail::Device>(device);
+	if (!dev->is_open()) {
+		int err = dev->open_errno();
+		if (mode == Mode::Kernel)
+			throw Error(err, Step::Open,
+				    device + (err == ENOENT ? " (is svmbatch.ko loaded?)"
+							    : ""));
+		info_ = userspace_info(device + ": " +
+				       std::generic_category().message(err) +
+				       ": userspace mode");
+		return;
+	}
+
+	svmbatch_info ki{};
+	int ret = dev->get_info(ki);
+	if (ret)
+		throw Error(-ret, Step::Info, device + ": GET_INFO");
+	if (ki.abi_version != SVMBATCH_ABI_VERSION)
+		throw Error(EPROTONOSUPPORT, Step::Info,
+			    device + " speaks ABI " +
+				    std::to_string(ki.abi_version) +
+				    ", this library " +
+				    std::to_string(SVMBATCH_ABI_VERSION));
+	info_.mode = Mode::Kernel;
+	info_.reason = mode == Mode::Kernel ? "kernel mode requested" + why
+					    : device + " opened";
+	info_.abi_version = ki.abi_version;
+	info_.page_size = ki.page_size;
+	info_.features = ki.features;
+	info_.max_ranges = ki.max_ranges;
+	info_.max_registrations = ki.max_registrations;
+	info_.max_range_bytes = ki.max_range_bytes;
+	device_ = std::move(dev);
+}
+
+Context::~Context() = default;
+Context::Context(Context &&) noexcept = default;
+Context &Context::operator=(Context &&) noexcept = default;
+
 Registration Context::register_buffers(std::span<const Buffer> buffers)
 {
 	auto s = std::make_unique<detail::RegistrationState>();
@@ -146,88 +243,6 @@ Registration Context::register_buffers(std::span<const Buffer> buffers)
 	else
 		register_userspace(*s);
 	return Registration(std::move(s));
-}
-
-Registration::Registration(std::unique_ptr<detail::RegistrationState> state)
-	: state_(std::move(state))
-{
-}
-
-Registration::Registration(Registration &&) noexcept = default;
-Registration &Registration::operator=(Registration &&) noexcept = default;
-Registration::~Registration() = default;
-
-void Registration::reset() noexcept
-{
-	state_.reset();
-}
-
-const detail::RegistrationState &Registration::state() const
-{
-	if (!state_)
-		throw Error(EBADF, Step::Register,
-			    "use of an empty (moved-from or reset) Registration");
-	return *state_;
-}
-
-Mode Registration::mode() const noexcept
-{
-	return state_ ? state_->mode : Mode::Userspace;
-}
-
-std::uint32_t Registration::handle() const noexcept
-{
-	return state_ ? state_->handle : 0;
-}
-
-std::span<const Buffer> Registration::buffers() const noexcept
-{
-	if (!state_)
-		return {};
-	return state_->buffers;
-}
-
-std::span<const KernelRange> Registration::ranges() const noexcept
-{
-	if (!state_)
-		return {};
-	return state_->plan.ranges;
-}
-
-BufferLocation Registration::location(std::size_t buffer) const
-{
-	const detail::RegistrationState &s = state();
-
-	if (buffer >= s.buffers.size())
-		throw std::out_of_range("svmbatch: buffer index " +
-					std::to_string(buffer) + " of " +
-					std::to_string(s.buffers.size()));
-	return s.plan.locations[buffer];
-}
-
-std::uint64_t Registration::pages() const noexcept
-{
-	return state_ ? state_->pages : 0;
-}
-
-std::uint64_t Registration::pinned_pages() const noexcept
-{
-	return state_ ? state_->pinned_pages : 0;
-}
-
-RegistrationStats Registration::query() const
-{
-	const detail::RegistrationState &s = state();
-	svmbatch_query q{};
-
-	if (s.mode != Mode::Kernel)
-		throw Error(EOPNOTSUPP, Step::Query,
-			    "QUERY needs kernel mode (the module)");
-	int ret = s.device->query(s.handle, q);
-	if (ret)
-		throw Error(-ret, Step::Query, "QUERY");
-	return {q.nr_pages, q.nr_segments, q.nr_folios, q.meta_bytes,
-		(q.out_flags & SVMBATCH_QUERY_STALE) != 0};
 }
 
 } // namespace svmbatch

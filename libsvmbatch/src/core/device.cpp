@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "device.hpp"
+#include "core/device.hpp"
 
 #include <fcntl.h>
 #include <sys/ioctl.h>

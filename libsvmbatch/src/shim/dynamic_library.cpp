@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "dynamic_library.hpp"
+#include "shim/dynamic_library.hpp"
 
 namespace svmbatch::detail {
 

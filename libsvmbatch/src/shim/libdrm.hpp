@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "unique_fd.hpp"
+#include "core/unique_fd.hpp"
 
 namespace svmbatch::detail {
 

@@ -8,7 +8,7 @@
 
 #include <linux/svmbatch.h>
 
-#include "unique_fd.hpp"
+#include "core/unique_fd.hpp"
 
 namespace svmbatch::detail {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include <svmbatch/api.h>
-#include <svmbatch/gpu.hpp>
+#include <svmbatch/gpu/backend.hpp>
 
 namespace svmbatch {
 

@@ -7,7 +7,7 @@
 // takes the dma-buf fd as interop_handle and flags 0.
 #include <svmbatch/context.hpp>
 #include <svmbatch/error.hpp>
-#include <svmbatch/hsa_backend.hpp>
+#include <svmbatch/gpu/hsa_backend.hpp>
 #include <svmbatch/registration.hpp>
 
 #include <algorithm>
@@ -15,7 +15,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "hsa_runtime.hpp"
+#include "shim/libhsa.hpp"
 
 namespace svmbatch {
 
@@ -25,7 +25,7 @@ namespace detail {
 struct HsaState {
 	explicit HsaState(const std::string &library) : rt(library) {}
 
-	HsaRuntime rt;
+	LibHsa rt;
 	std::vector<hsa_agent_t> gpus;
 	std::vector<std::string> gpu_names;
 	hsa_amd_memory_pool_t cpu_pool{};
@@ -36,11 +36,11 @@ struct HsaState {
 
 namespace {
 
-using detail::HsaRuntime;
+using detail::LibHsa;
 using detail::HsaState;
 
 struct Agents {
-	const HsaRuntime *rt = nullptr;
+	const LibHsa *rt = nullptr;
 	std::vector<hsa_agent_t> cpus, gpus;
 };
 
@@ -66,7 +66,7 @@ hsa_status_t collect_agent(hsa_agent_t agent, void *data)
 struct PoolSearch {
 	static constexpr int none = 3;
 
-	const HsaRuntime *rt = nullptr;
+	const LibHsa *rt = nullptr;
 	hsa_amd_memory_pool_t best{};
 	int rank = none;
 };
@@ -196,7 +196,7 @@ std::vector<std::string> HsaBackend::gpu_agents() const
 
 GpuMapping HsaBackend::map(const Registration &registration)
 {
-	const HsaRuntime &rt = state_->rt;
+	const LibHsa &rt = state_->rt;
 	auto buffers = registration.buffers();
 	auto ranges = registration.ranges();
 	auto access = std::make_unique<HsaAccess>(state_);

@@ -5,7 +5,7 @@
 // (amdgpu_gpu_va_range_general, an alignment that is a multiple of
 // amdgpu_query_buffer_size_alignment's, as the header asks),
 // amdgpu_bo_va_op (AMDGPU_VA_OP_MAP), and the reverse on the way out.
-#include <svmbatch/amdgpu_backend.hpp>
+#include <svmbatch/gpu/amdgpu_backend.hpp>
 #include <svmbatch/error.hpp>
 #include <svmbatch/registration.hpp>
 
@@ -16,7 +16,7 @@
 #include <cerrno>
 #include <vector>
 
-#include "drm_node.hpp"
+#include "shim/libdrm.hpp"
 
 namespace svmbatch {
 

@@ -1,16 +1,16 @@
 // SPDX-License-Identifier: MIT
 // Loading libcuda and holding a device's primary context.
-#include "cuda_driver.hpp"
+#include "shim/libcuda.hpp"
 
 #include <cerrno>
 
 #include <svmbatch/error.hpp>
 
-#include "dynamic_library.hpp"
+#include "shim/dynamic_library.hpp"
 
 namespace svmbatch::detail {
 
-CudaDriver::CudaDriver(std::string lib_name) : library(std::move(lib_name))
+LibCuda::LibCuda(std::string lib_name) : library(std::move(lib_name))
 {
 	DynamicLibrary lib(library, "CUDA driver");
 
@@ -31,7 +31,7 @@ CudaDriver::CudaDriver(std::string lib_name) : library(std::move(lib_name))
 	lib.resolve(get_error_name, "cuGetErrorName");
 }
 
-std::string CudaDriver::error_name(cu::Result r) const
+std::string LibCuda::error_name(cu::Result r) const
 {
 	const char *name = nullptr;
 
@@ -67,10 +67,10 @@ int cuda_errno(cu::Result r)
 	}
 }
 
-CudaContext::CudaContext(std::shared_ptr<const CudaDriver> driver, int ordinal)
+CudaContext::CudaContext(std::shared_ptr<const LibCuda> driver, int ordinal)
 	: driver_(std::move(driver))
 {
-	const CudaDriver &d = *driver_;
+	const LibCuda &d = *driver_;
 	cu::Result r = d.init(0);
 	int count = 0;
 

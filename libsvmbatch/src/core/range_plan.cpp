@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "range_plan.hpp"
+#include "core/range_plan.hpp"
 
 #include <algorithm>
 #include <cerrno>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "hsa_runtime.hpp"
+#include "shim/libhsa.hpp"
 
 #include <cerrno>
 #include <cstdio>
@@ -8,7 +8,7 @@
 
 namespace svmbatch::detail {
 
-HsaRuntime::HsaRuntime(std::string lib_name)
+LibHsa::LibHsa(std::string lib_name)
 	: lib_(lib_name, "HSA runtime"), library(std::move(lib_name))
 {
 	lib_.resolve(init, "hsa_init");
@@ -31,12 +31,12 @@ HsaRuntime::HsaRuntime(std::string lib_name)
 			    Error::no_index, s);
 }
 
-HsaRuntime::~HsaRuntime()
+LibHsa::~LibHsa()
 {
 	shut_down();
 }
 
-std::string HsaRuntime::describe(hsa_status_t status) const
+std::string LibHsa::describe(hsa_status_t status) const
 {
 	const char *text = nullptr;
 	char code[16];

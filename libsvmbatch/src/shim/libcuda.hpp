@@ -49,8 +49,8 @@ constexpr int device_attribute_read_only_host_register_supported = 113;
 
 /// libcuda, loaded.  Never unloaded (RTLD_NODELETE): the driver keeps
 /// process-wide state that outlives any object of ours.
-struct CudaDriver {
-	explicit CudaDriver(std::string library);
+struct LibCuda {
+	explicit LibCuda(std::string library);
 
 	std::string library;
 	cu::Result (*init)(unsigned flags) = nullptr;
@@ -80,19 +80,19 @@ int cuda_errno(cu::Result r);
 /// A device's primary context, retained for as long as this lives.
 class CudaContext {
 public:
-	CudaContext(std::shared_ptr<const CudaDriver> driver, int ordinal);
+	CudaContext(std::shared_ptr<const LibCuda> driver, int ordinal);
 	CudaContext(const CudaContext &) = delete;
 	CudaContext &operator=(const CudaContext &) = delete;
 	CudaContext(CudaContext &&) = delete;
 	CudaContext &operator=(CudaContext &&) = delete;
 	~CudaContext();
 
-	const CudaDriver &driver() const { return *driver_; }
+	const LibCuda &driver() const { return *driver_; }
 	cu::Device device() const { return device_; }
 	cu::Context get() const { return ctx_; }
 
 private:
-	std::shared_ptr<const CudaDriver> driver_;
+	std::shared_ptr<const LibCuda> driver_;
 	cu::Device device_ = 0;
 	cu::Context ctx_ = nullptr;
 };

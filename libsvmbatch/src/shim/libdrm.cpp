@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "drm_node.hpp"
+#include "shim/libdrm.hpp"
 
 #include <fcntl.h>
 #include <xf86drm.h>

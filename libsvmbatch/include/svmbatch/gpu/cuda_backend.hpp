@@ -5,7 +5,7 @@
 #include <string>
 
 #include <svmbatch/api.h>
-#include <svmbatch/gpu.hpp>
+#include <svmbatch/gpu/backend.hpp>
 
 namespace svmbatch {
 

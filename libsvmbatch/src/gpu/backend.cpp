@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 // GpuMapping, the backend-independent handle of a GPU mapping.
-#include <svmbatch/gpu.hpp>
-#include <svmbatch/registration.hpp>
+#include <svmbatch/gpu/backend.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -39,11 +38,6 @@ void GpuMapping::reset() noexcept
 	owner_.reset();
 	addresses_.clear();
 	object_handle_ = 0;
-}
-
-GpuMapping Registration::map(GpuBackend &backend) const
-{
-	return backend.map(*this);
 }
 
 } // namespace svmbatch

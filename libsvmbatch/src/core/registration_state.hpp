@@ -9,7 +9,7 @@
 #include <svmbatch/buffer.hpp>
 #include <svmbatch/context.hpp>
 
-#include "range_plan.hpp"
+#include "core/range_plan.hpp"
 
 namespace svmbatch::detail {
 

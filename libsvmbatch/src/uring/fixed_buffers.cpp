@@ -17,7 +17,7 @@
 #include <utility>
 #include <vector>
 
-#include "registration_state.hpp"
+#include "core/registration_state.hpp"
 
 namespace svmbatch {
 
@@ -56,10 +56,9 @@ std::size_t buffer_in_piece(const detail::RangePlan &plan, std::size_t p)
 
 } // namespace
 
-FixedBuffers Registration::register_fixed(::io_uring &ring,
-					  const FixedOptions &options) const
+FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
+			   const FixedOptions &options)
 {
-	const detail::RegistrationState &s = state();
 	/*
 	 * The registration's ranges serve as they are unless one is over
 	 * io_uring's 1 GiB (planning again is most of this call's cost).
@@ -91,12 +90,11 @@ FixedBuffers Registration::register_fixed(::io_uring &ring,
 		iov[p] = {reinterpret_cast<void *>(plan.ranges[p].addr), // NOLINT(performance-no-int-to-ptr)
 			  plan.ranges[p].len};
 
-	FixedBuffers fixed;
-	fixed.first_slot_ = first;
-	fixed.nr_slots_ = static_cast<unsigned>(n);
-	fixed.window_ = window;
-	fixed.first_slice_.reserve(s.buffers.size() + 1);
-	fixed.slices_.reserve(s.buffers.size());
+	first_slot_ = first;
+	nr_slots_ = static_cast<unsigned>(n);
+	window_ = window;
+	first_slice_.reserve(s.buffers.size() + 1);
+	slices_.reserve(s.buffers.size());
 	for (std::size_t i = 0; i < s.buffers.size(); i++) {
 		auto addr = reinterpret_cast<std::uintptr_t>(s.buffers[i].ptr);
 		std::uintptr_t end = addr + s.buffers[i].len;
@@ -106,11 +104,11 @@ FixedBuffers Registration::register_fixed(::io_uring &ring,
 			std::uintptr_t a = std::max(addr, r.addr);
 			std::uintptr_t e = std::min(end, r.addr + r.len);
 
-			fixed.slices_.push_back({first + static_cast<unsigned>(p),
+			slices_.push_back({first + static_cast<unsigned>(p),
 						 reinterpret_cast<void *>(a), // NOLINT(performance-no-int-to-ptr)
 						 e - a});
 		}
-		fixed.first_slice_.push_back(fixed.slices_.size());
+		first_slice_.push_back(slices_.size());
 	}
 
 	if (!window) {
@@ -166,8 +164,7 @@ FixedBuffers Registration::register_fixed(::io_uring &ring,
 				    table ? Error::no_index : buffer_in_piece(plan, 0));
 		}
 	}
-	fixed.ring_ = &ring;
-	return fixed;
+	ring_ = &ring;
 }
 
 FixedBuffers::FixedBuffers(FixedBuffers &&other) noexcept
