@@ -6,7 +6,8 @@
 # Both need root on a fresh Debian 12 machine (apt-get); see README.md.
 
 SHELL := /bin/bash
-KERNELS ?= 6.1 6.12 debug
+# Debian's kernel families (tools/lib.sh) and the debug kernel.
+KERNELS ?= $(shell . ./tools/lib.sh && echo "$$SVMBATCH_KERNELS") debug
 # Guest limits per kernel: the debug kernel (KASAN, lockdep, kmemleak) runs
 # the same suite several times slower under TCG.  No acpi=off: it halves
 # the boot but leaves one CPU, and an early interrupt then trips KASAN.
@@ -33,75 +34,82 @@ CMAKE_LIB = cmake -S libsvmbatch -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 abi = $(shell tools/vmtest/kernels.sh abi $(1))
 KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 
-.PHONY: lib lib-asan lib-test lib-tidy install bench-lib htmldocs deb
-.PHONY: all check demo deps kmod kmod-one sparse-one selftests vmtest bench-kmod kernel-doc \
-	vmtest-one uapi-check checkpatch ksrc clean help
+.PHONY: all check demo deps help clean ksrc
+.PHONY: kmod kmod-one kmod-built sparse-one checkpatch kernel-doc uapi-check
+.PHONY: selftests vmtest vmtest-one bench-kmod
+.PHONY: lib lib-asan lib-test lib-tidy install bench-lib
+.PHONY: deb htmldocs
 
+## all          the module for every kernel of KERNELS, the selftests, the library
 all: kmod selftests lib
 
+## lib          libsvmbatch, its examples, command and benchmarks (release) into build/lib
 lib:
 	$(call CMAKE_LIB,$(LIB_OUT))
 
+## lib-asan     the same with ASan + UBSan into build/lib-asan, with the library tests
 lib-asan:
 	$(call CMAKE_LIB,$(LIB_ASAN_OUT),-DSVMBATCH_SANITIZE=ON)
 
 # clang-tidy (libsvmbatch/.clang-tidy) over the library and the examples.
 # The CUDA programs (cuda_*.cpp) need cuda_runtime.h, which only the GPU
 # machine has; tools/device/run.sh builds them with -Wall -Wextra -Werror.
+## lib-tidy     clang-tidy (libsvmbatch/.clang-tidy) over the library and the examples
 lib-tidy: lib-asan
 	clang-tidy -p $(LIB_ASAN_OUT) --quiet libsvmbatch/src/*.cpp tools/cli/*.cpp \
 		$(filter-out %/cuda_scatter_read.cpp %/cuda_bench.cpp,\
 			$(wildcard examples/*.cpp tools/bench/*.cpp))
 
 # The Debian packages (svmbatch-dkms, libsvmbatch1, libsvmbatch-dev,
-# svmbatch-tools) into build/deb/, built from a copy of the tracked and
-# untracked-but-not-ignored files.
-DEB_VERSION := $(shell dpkg-parsechangelog -l debian/changelog -S Version 2>/dev/null)
+# svmbatch-tools) into build/deb/, built from a copy of the sources
+# (svmbatch_source_files in tools/lib.sh: git's files in a checkout, every
+# file but build/ in a release tarball).
+## deb          the Debian packages into build/deb (DKMS, library, -dev, tools)
 deb:
 	rm -rf $(BUILD)/deb && mkdir -p $(BUILD)/deb/src
-	git ls-files -co --exclude-standard -z | xargs -0 tar -c | tar -x -C $(BUILD)/deb/src
+	. tools/lib.sh && svmbatch_source_files | tar --verbatim-files-from -T - -c | \
+		tar -x -C $(BUILD)/deb/src
 	cd $(BUILD)/deb/src && dpkg-buildpackage -us -uc -b -j$$(nproc) >../build.log 2>&1 || \
 		{ tail -n 40 ../build.log; exit 1; }
 	ls $(BUILD)/deb/*.deb
 
-# Documentation/ as HTML (Sphinx; warnings are errors).
 # uapi.rst includes the header's kernel-doc, extracted here.
+## htmldocs     Documentation/ as HTML into build/htmldocs (Sphinx, warnings are errors)
 htmldocs: ksrc
 	mkdir -p $(BUILD)/htmldocs-gen
 	perl $(KERNEL_DOC) -rst uapi/linux/svmbatch.h >$(BUILD)/htmldocs-gen/svmbatch-h.rst
 	sphinx-build -W --keep-going -q -b html Documentation $(BUILD)/htmldocs
 
-# Install the library (DESTDIR=... honoured) from the release build.
+## install      install the library from the release build (DESTDIR honoured)
 install: lib
 	cmake --install $(LIB_OUT)
 
-# The library tests on the host: userspace mode, ASan + UBSan.
+## lib-test     the library tests on this host: userspace mode, ASan + UBSan
 lib-test: lib-asan
 	$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests
 
+# Every .PHONY target has one "## NAME  text" line, usually right above
+# its rule; help prints them and fails, naming it, on a target without one.
+## help         this list
 help:
-	@echo "make check     all tests (host checks, module builds, guest selftests)"
-	@echo "make demo      boot a $(KERNEL) guest with the module and run the demo"
-	@echo "make kmod      build the module for: $(KERNELS)"
-	@echo "make lib       build libsvmbatch into build/lib (lib-test: host tests)"
-	@echo "make selftests build the kselftests into build/selftests"
-	@echo "make vmtest    run the selftests in guests of: $(KERNELS)"
-	@echo "make bench-lib library benchmark (host and a 6.12 guest)"
-	@echo "make bench-kmod kernel benchmark in a guest (BENCH_KERNEL=$(BENCH_KERNEL))"
-	@echo "make deb      the Debian packages into build/deb (DKMS, library, -dev, tools)"
-	@echo "make htmldocs Documentation/ as HTML into build/htmldocs (Sphinx, -W)"
-	@echo "make kernel-doc  kernel-doc -Wall of the module and the uapi header"
-	@echo "make clean"
+	@awk '/^\.PHONY:/ { for (i = 2; i <= NF; i++) phony[$$i] = 1 } \
+		/^## / { t = $$2; sub(/^## [^ ]+ +/, ""); printf "make %-14s %s\n", t, $$0; doc[t] = 1 } \
+		END { for (t in phony) if (!(t in doc)) { print "help: no ## line for " t; bad = 1 } \
+			exit bad }' $(firstword $(MAKEFILE_LIST))
+	@echo "KERNELS=\"$(KERNELS)\" KERNEL=$(KERNEL) BENCH_KERNEL=$(BENCH_KERNEL)"
 
+## check        every test: host checks, module builds, packages, guests (tools/check.sh)
 check:
 	@tools/check.sh
 
+## deps         install the Debian packages the build and the tests need (as root)
 deps:
 	@tools/install-deps.sh
 
 # Pieces of Debian's linux-source-6.12 that the headers packages lack:
 # checkpatch and the kselftest harness.  Extracted once, never committed.
 # The stamp's name changes with the list of files (a new name extracts again).
+## ksrc         extract checkpatch, kernel-doc and the kselftest harness of linux-source
 ksrc: $(KSRC)/.stamp-kernel-doc
 $(KSRC)/.stamp-kernel-doc: $(KSRC_TAR)
 	rm -rf $(KSRC) && mkdir -p $(KSRC)
@@ -115,10 +123,15 @@ $(KSRC)/.stamp-kernel-doc: $(KSRC_TAR)
 	touch $@
 
 # The module for one kernel family, twice: the product build and the test
-# build with CONFIG_SVMBATCH_FAULT_INJECTION.  Any W=1 warning fails.
+# build with CONFIG_SVMBATCH_FAULT_INJECTION.  Any W=1 warning fails.  The
+# stamp .built holds the headers' directory; taken before the build, so a
+# source changed while it runs is newer than the stamp (see kmod-built).
+## kmod-one     the module for KERNEL, product and fault-injection builds, W=1
 kmod-one:
 	@set -e; abi=$(call abi,$(KERNEL)); test -n "$$abi"; \
 	kdir=$$(tools/vmtest/kernels.sh headers $(KERNEL)); \
+	mkdir -p $(BUILD)/kmod/$$abi; rm -f $(BUILD)/kmod/$$abi/.built; \
+	echo "$$kdir" >$(BUILD)/kmod/$$abi/.building; \
 	for variant in release test; do \
 		out=$(BUILD)/kmod/$$abi/$$variant; \
 		fi=n; [ $$variant = test ] && fi=y; \
@@ -130,22 +143,41 @@ kmod-one:
 		if grep -iE "warning:|error:" $$out/build.log; then \
 			echo "kmod $$abi $$variant: warnings"; exit 1; fi; \
 		echo "kmod $$abi $$variant: $$out/svmbatch.ko"; \
-	done
+	done; \
+	mv $(BUILD)/kmod/$$abi/.building $(BUILD)/kmod/$$abi/.built
 
-sparse-one:
-	@set -e; abi=$(call abi,$(KERNEL)); out=$(BUILD)/kmod/$$abi/sparse; \
+# What the guests, sparse and the benchmarks use: kmod-one, unless its
+# builds for KERNEL are newer than every source (kmod/, uapi/, this
+# Makefile) and used the same headers, so make check builds each module
+# once.
+## kmod-built   kmod-one for KERNEL unless its builds are up to date
+kmod-built:
+	@set -e; abi=$(call abi,$(KERNEL)); test -n "$$abi"; \
+	kdir=$$(tools/vmtest/kernels.sh headers $(KERNEL)); stamp=$(BUILD)/kmod/$$abi/.built; \
+	if [ -f $$stamp ] && [ "$$(cat $$stamp)" = "$$kdir" ] && \
+		[ -z "$$(find kmod uapi Makefile -newer $$stamp -print -quit)" ]; then \
+		echo "kmod $$abi: up to date in $(BUILD)/kmod/$$abi"; \
+	else \
+		$(MAKE) --no-print-directory kmod-one KERNEL=$(KERNEL); \
+	fi
+
+# sparse (C=2: every file, compiled or not) over the fault-injection build.
+# The arguments are kmod-one's, so kbuild finds nothing to compile again.
+## sparse-one   sparse over the module for KERNEL (its fault-injection build)
+sparse-one: kmod-built
+	@set -e; abi=$(call abi,$(KERNEL)); out=$(BUILD)/kmod/$$abi/test; \
 	kdir=$$(tools/vmtest/kernels.sh headers $(KERNEL)); \
-	rm -rf $$out && mkdir -p $$out && cp -r kmod/. $$out/; \
-	$(MAKE) --no-print-directory -C $$out KDIR=$$kdir \
-		FAULT_INJECTION=y SVMBATCH_UAPI=$(CURDIR)/uapi C=2 2>&1 | tee $$out/build.log; \
-	if grep -E "warning:|error:" $$out/build.log; then \
+	$(MAKE) --no-print-directory -C $$out KDIR=$$kdir FAULT_INJECTION=y \
+		SVMBATCH_UAPI=$(CURDIR)/uapi W=1 C=2 2>&1 | tee $$out/sparse.log; \
+	if grep -E "warning:|error:" $$out/sparse.log; then \
 		echo "sparse $$abi: warnings"; exit 1; fi; \
 	echo "sparse $$abi: clean"
 
+## kmod         kmod-one for every kernel of KERNELS
 kmod:
 	@for k in $(KERNELS); do $(MAKE) --no-print-directory kmod-one KERNEL=$$k || exit 1; done
 
-# The uapi header stands alone as C99 and C++17, with fixed layouts.
+## uapi-check   the uapi header alone as C99 and C++17, with its struct layouts
 uapi-check:
 	@mkdir -p $(BUILD)/uapi-check
 	gcc -std=c99 -Wall -Wextra -Werror -pedantic -Iuapi tools/uapi-check/uapi_check.c -o $(BUILD)/uapi-check/c99
@@ -156,6 +188,7 @@ uapi-check:
 # kselftest code: the test_cmd_* wrapper macros return and reuse their
 # arguments on purpose (as the kernel's iommufd_utils.h does), and ENOSYS is
 # checked for, not returned (io_uring may be compiled out).
+## checkpatch   checkpatch.pl --strict over the module, the header, the tools, the selftests
 checkpatch: ksrc
 	perl $(CHECKPATCH) --strict --no-tree --terse --show-types -f \
 		$(filter-out kmod/compat.h,$(wildcard kmod/*.c kmod/*.h)) \
@@ -169,11 +202,13 @@ checkpatch: ksrc
 
 # The kernel-doc comments of the module and the uapi header: complete
 # (every parameter, member and return value), no warning.
+## kernel-doc   kernel-doc -Wall over the module and the uapi header
 kernel-doc: ksrc
 	@out=$$(perl $(KERNEL_DOC) -none -Wall uapi/linux/svmbatch.h kmod/*.c kmod/*.h 2>&1); \
 	if [ -n "$$out" ]; then echo "$$out"; exit 1; fi; \
 	echo "kernel-doc: no warnings in uapi/linux/svmbatch.h kmod/*.[ch]"
 
+## selftests    the kselftests into build/selftests
 selftests: ksrc
 	$(MAKE) --no-print-directory -C selftests/svmbatch KSFT_DIR=$(KSFT_DIR) \
 		OUTPUT=$(SELFTESTS_OUT) UAPI_DIR=$(CURDIR)/uapi
@@ -181,46 +216,44 @@ selftests: ksrc
 # The kernel benchmark (not a test): in a guest of BENCH_KERNEL (debug has
 # gup_test for the pinning floor), results in bench/results/.
 BENCH_KERNEL ?= debug
+## bench-kmod   the kernel benchmark in a guest of BENCH_KERNEL, into bench/results/
 bench-kmod: ksrc
-	@$(MAKE) --no-print-directory kmod-one KERNEL=$(BENCH_KERNEL)
+	@$(MAKE) --no-print-directory kmod-built KERNEL=$(BENCH_KERNEL)
 	@mkdir -p $(BUILD)/bench
 	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Iuapi tools/bench/kmod_bench.c \
 		-o $(BUILD)/bench/kmod_bench $(firstword $(wildcard /usr/lib/*/liburing.a) -luring)
 	tools/bench/run-kmod-bench.sh $(BENCH_KERNEL) \
 		$(BUILD)/kmod/$(call abi,$(BENCH_KERNEL))/release/svmbatch.ko $(BUILD)/bench/kmod_bench
 
-# What the svmbatch command's guest tests (tools/cli/cli_guest_test.sh,
-# packaging/udev_rule_test.sh) call by path: the command (ASan build), its
-# test helper, examples/quickstart.cpp, two selftests where the command
-# looks for them, the udev rule with the host's udev, and setpriv.
-VMTEST_CLI_FILES := \
-	--file $(LIB_ASAN_OUT)/cli/svmbatch:/usr/bin/svmbatch \
-	--file $(LIB_ASAN_OUT)/cli/hold_registration:/usr/libexec/svmbatch/tests/hold_registration \
-	--file $(LIB_ASAN_OUT)/examples/quickstart:/usr/libexec/svmbatch/tests/quickstart \
-	--file $(SELFTESTS_OUT)/svmbatch_errno:$(LIB_PREFIX)/libexec/svmbatch/selftests/svmbatch_errno \
-	--file $(SELFTESTS_OUT)/svmbatch_io_uring:$(LIB_PREFIX)/libexec/svmbatch/selftests/svmbatch_io_uring \
-	--file packaging/60-svmbatch.rules:/usr/lib/udev/rules.d/60-svmbatch.rules \
-	--file /lib/systemd/systemd-udevd:/lib/systemd/systemd-udevd \
-	--file /usr/bin/udevadm:/usr/bin/udevadm \
-	--file /usr/bin/setpriv:/usr/bin/setpriv
+# The files of the svmbatch command's guest tests (tools/cli/cli_guest_test.sh,
+# packaging/udev_rule_test.sh; svmbatch_guest_files in tools/lib.sh): the
+# command (ASan build), its test helper, examples/quickstart.cpp, two
+# selftests where the command looks for them, the udev rule, and the two
+# scripts.
+VMTEST_GUEST_FILES = $$(. tools/lib.sh && svmbatch_guest_files \
+	$(LIB_ASAN_OUT)/cli/svmbatch $(LIB_ASAN_OUT)/cli/hold_registration \
+	$(LIB_ASAN_OUT)/examples/quickstart $(SELFTESTS_OUT) \
+	$(LIB_PREFIX)/libexec/svmbatch/selftests packaging/60-svmbatch.rules)
 
 # One guest: the fault-injection build of the module and every selftest.
 # The library's googletest binary (the host's ASan build) runs there too,
 # in kernel mode, and so do the svmbatch command's and the udev rule's tests.
-vmtest-one: kmod-one selftests lib-asan
+## vmtest-one   the guest tests in a guest of KERNEL (6.1, 6.12 or debug)
+vmtest-one: kmod-built selftests lib-asan
 	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/test/svmbatch.ko \
-		$(VMTEST_ARGS_$(KERNEL)) --log $(BUILD)/vmtest/$(KERNEL).log $(VMTEST_CLI_FILES) \
+		$(VMTEST_ARGS_$(KERNEL)) --log $(BUILD)/vmtest/$(KERNEL).log \
 		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort) \
-		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests \
-		tools/cli/cli_guest_test.sh packaging/udev_rule_test.sh
+		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests $(VMTEST_GUEST_FILES)
 
+## vmtest       vmtest-one for every kernel of KERNELS
 vmtest:
 	@rc=0; for k in $(KERNELS); do $(MAKE) --no-print-directory vmtest-one KERNEL=$$k || rc=1; done; exit $$rc
 
 # The README's main job: scatter_read in a guest with the module (kernel
 # mode), then on this host (userspace mode).
+## demo         scatter_read in a guest of KERNEL with the module, then on this host
 demo: deps
-	@$(MAKE) --no-print-directory kmod-one lib KERNEL=$(KERNEL)
+	@$(MAKE) --no-print-directory kmod-built lib KERNEL=$(KERNEL)
 	@rc=0; tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/release/svmbatch.ko \
 		--log $(BUILD)/vmtest/demo-$(KERNEL).log $(LIB_OUT)/examples/scatter_read || rc=$$?; \
 	echo; echo "==== in a $(KERNEL) guest with svmbatch.ko (QEMU, software-emulated) ===="; \
@@ -232,10 +265,12 @@ demo: deps
 
 # The library benchmark: on this host (userspace mode) and in a 6.12 guest
 # (both modes); JSON into bench/results/lib-<where>-<date>.json.
+## bench-lib    the library benchmark on this host and in a 6.12 guest
 bench-lib:
-	@$(MAKE) --no-print-directory kmod-one lib KERNEL=6.12
+	@$(MAKE) --no-print-directory kmod-built lib KERNEL=6.12
 	tools/bench/run-lib-bench.sh $(BUILD)/kmod/$(call abi,6.12)/release/svmbatch.ko \
 		$(LIB_OUT)/examples/lib_bench
 
+## clean        remove build/
 clean:
 	rm -rf $(BUILD)

@@ -6,11 +6,12 @@
 # so that a member of group svmbatch gets kernel mode and registers memory,
 # and anybody else is refused.  Prints TAP.
 #
-# The guest runner ships the files (run.sh --file): systemd-udevd and
-# udevadm from the host, the rule at /usr/lib/udev/rules.d/, setpriv,
-# /usr/bin/svmbatch, and examples/quickstart.cpp built as
-# /usr/libexec/svmbatch/tests/quickstart.  No other rule is shipped, so
-# udev does nothing else.
+# The guest runner ships the files (run.sh --file, svmbatch_guest_files
+# in tools/lib.sh): systemd-udevd and udevadm from the host, the rule at
+# /usr/lib/udev/rules.d/, setpriv, /usr/bin/svmbatch, examples/quickstart.cpp
+# built as /usr/libexec/svmbatch/tests/quickstart, and tools/lib.sh (tap_ok,
+# tap_done) as /usr/libexec/svmbatch/tests/lib.sh.  No other rule is
+# shipped, so udev does nothing else.
 set -u
 UDEVD=/lib/systemd/systemd-udevd
 # By full path: busybox sh would run its own setpriv applet.
@@ -18,19 +19,12 @@ SETPRIV=/usr/bin/setpriv
 CLI=/usr/bin/svmbatch
 RULE=/usr/lib/udev/rules.d/60-svmbatch.rules
 QUICKSTART=/usr/libexec/svmbatch/tests/quickstart
+# shellcheck source=tools/lib.sh
+. /usr/libexec/svmbatch/tests/lib.sh || exit 1
 tmp=$(mktemp -d)
-n=0 failed=0
 
 ok() {	# ok DESCRIPTION: the last command's status; a failure shows $tmp/out
-	st=$?
-	n=$((n + 1))
-	if [ $st = 0 ]; then
-		echo "ok $n $1"
-	else
-		echo "not ok $n $1"
-		failed=$((failed + 1))
-		sed 's/^/#   /' "$tmp/out" | head -n 25
-	fi
+	tap_ok "$1" "$tmp/out"
 }
 as_user() {	# as_user UID GID GROUPS CMD...: output in $tmp/out, status in $rc
 	uid=$1 gid=$2 groups=$3
@@ -43,7 +37,6 @@ owner_mode() {
 }
 
 echo "TAP version 13"
-echo "1..8"
 
 # The package's postinst adds group svmbatch; here it is written by hand.
 echo 'root:x:0:root' >/etc/group
@@ -89,5 +82,4 @@ udevadm control --exit >"$tmp/out" 2>&1
 ok "systemd-udevd exits"
 
 rm -rf "$tmp"
-echo "# $n tests, $failed failed"
-[ $failed = 0 ]
+tap_done udev_rule_test

@@ -5,30 +5,19 @@
 # into a DESTDIR, check what was installed, then build tools/install-consumer
 # against it with pkg-config and with CMake's find_package(svmbatch), and run
 # the programs.  SVMBATCH_INSTALL_TEST_DIR replaces build/install-test (so a
-# second run does not remove the tree of one in progress).
+# second run does not remove the tree of one in progress).  Prints TAP.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 top=$PWD
 work=${SVMBATCH_INSTALL_TEST_DIR:-$top/build/install-test}
+TAP_LOGDIR=$work
 root=$work/root
 prefix=/usr/local
 # Fixed, not GNUInstallDirs' guess, so that the paths below hold.
 libdir=$prefix/lib
-passed=0 failed=0
-
-step() {
-	local name=$1
-	shift
-	if "$@" >"$work/$name.log" 2>&1; then
-		passed=$((passed + 1))
-		echo "ok $name"
-	else
-		failed=$((failed + 1))
-		echo "not ok $name (log: $work/$name.log)"
-		tail -n 15 "$work/$name.log" | sed 's/^/    /'
-	fi
-}
 
 install_lib() {
 	cmake -S libsvmbatch -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
@@ -94,9 +83,8 @@ with_cmake() {
 }
 
 rm -rf "$work" && mkdir -p "$work" || exit 1
-step install install_lib
-step layout check_layout
-step pkg-config with_pkg_config
-step find-package with_cmake
-echo "check-install: $passed passed, $failed failed"
-((failed == 0))
+tap_step install install_lib
+tap_step layout check_layout
+tap_step pkg-config with_pkg_config
+tap_step find-package with_cmake
+tap_done check-install

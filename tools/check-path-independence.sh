@@ -2,33 +2,36 @@
 # SPDX-License-Identifier: MIT
 #
 # The guest tests do not depend on where the checkout lives.  A copy of this
-# working tree (tracked and untracked-but-not-ignored files, as `make deb`
-# takes them) under /tmp builds the module and the library's googletest
-# binary (ASan + UBSan, as for vmtest-one), and a guest runs the binary in
-# kernel mode, booted by that copy's tools/vmtest/run.sh.  /tmp is the hard
+# working tree (svmbatch_source_files of tools/lib.sh, as `make deb` takes
+# them) under /tmp builds the library's googletest binary (ASan + UBSan, as
+# for vmtest-one), and a guest runs the binary in kernel mode, booted by
+# that copy's tools/vmtest/run.sh with this checkout's module (make
+# kmod-built: the build make check made already).  /tmp is the hard
 # case: the guest's /init mounts a tmpfs over it, so a library that the
 # image kept at its host path there is hidden (the binary then exits 127:
 # "libsvmbatch_fake_cuda.so: cannot open shared object file").
 #
-# usage: tools/check-path-independence.sh [--kernel 6.1|6.12] [--keep]
+# usage: tools/check-path-independence.sh [--kernel KERNEL] [--keep]
 #
-#   --kernel  the guest's kernel (default 6.12)
+#   --kernel  the guest's kernel (default: the last of SVMBATCH_KERNELS)
 #   --keep    leave the copy and its build in /tmp (its path is printed)
 #
-# Only what the guest runs is built: the module for one kernel, and the
-# test binary with its fakes (no examples, command or benchmark).  With the
-# guest, 5-6 minutes on the busy 2-core machine.  The guest's console is
-# kept in build/check/path-independence-<kernel>.console of this checkout.
+# Only what the guest runs is built in the copy: the test binary with its
+# fakes (no examples, command or benchmark).  With the guest, 5-6 minutes
+# on the busy 2-core machine.  The guest's console is kept in
+# build/check/path-independence-<kernel>.console of this checkout.
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
 top=$PWD
-kernel=6.12 keep=0
+kernel=${SVMBATCH_KERNELS##* } keep=0
 while [[ $# -gt 0 ]]; do
 	case $1 in
 	--kernel) kernel=$2; shift 2 ;;
 	--keep) keep=1; shift ;;
-	*) sed -n '13,16s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
+	*) sed -n '14,17s/^# \{0,1\}//p' "$0" >&2; exit 2 ;;
 	esac
 done
 
@@ -41,20 +44,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# The working tree's files that git tracks or would track; a tracked file
-# deleted in the tree is left out.
 echo "copying the working tree to $src"
 mkdir -p "$src"
-git ls-files -z -co --exclude-standard |
-	while IFS= read -r -d '' f; do
-		if [[ -e $f || -L $f ]]; then printf '%s\0' "$f"; fi
-	done |
-	tar --null -T - -c | tar -x -C "$src"
+svmbatch_source_files | tar --verbatim-files-from -T - -c | tar -x -C "$src"
 
 abi=$(tools/vmtest/kernels.sh abi "$kernel")
-echo "building the module for $abi in $src"
-make -C "$src" --no-print-directory kmod-one KERNEL="$kernel" >"$work/kmod.log" 2>&1 ||
+make --no-print-directory kmod-built KERNEL="$kernel" >"$work/kmod.log" 2>&1 ||
 	{ tail -n 30 "$work/kmod.log"; exit 1; }
+module=$top/build/kmod/$abi/test/svmbatch.ko
+echo "module: $module ($(tail -n 1 "$work/kmod.log"))"
 
 # lib-asan's configuration (Makefile: LIB_ASAN_OUT), the test binary only,
 # and at -O0 without -g (no CMAKE_BUILD_TYPE): a third of the compile time
@@ -74,7 +72,7 @@ mkdir -p "$top/build/check"
 console=$top/build/check/path-independence-$kernel.console
 out=$work/guest.out
 rc=0
-"$src/tools/vmtest/run.sh" --kernel "$kernel" --module "$src/build/kmod/$abi/test/svmbatch.ko" \
+"$src/tools/vmtest/run.sh" --kernel "$kernel" --module "$module" \
 	--timeout 1200 --test-timeout 400 --log "$console" "$test" 2>&1 | tee "$out" || rc=$?
 
 if ((rc == 0)) && grep -qE '^  PASS +svmbatch_lib_tests ' "$out" &&

@@ -2,37 +2,38 @@
 # SPDX-License-Identifier: MIT
 #
 # make check: every test of the project, ending with one summary line
-# "N passed, N failed, N skipped".  Each host check counts as one test;
-# each guest contributes its kselftest subtests.
+# "N passed, N failed, N skipped".  Each host step is one TAP line and
+# counts as one test; the host programs that print TAP (the library tests,
+# the command's, check-install.sh, check-packages.sh) and each guest
+# contribute their subtests.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
-KERNELS=${KERNELS:-6.1 6.12 debug}
-LOGDIR=build/check
-mkdir -p "$LOGDIR"
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
+KERNELS=${KERNELS:-$SVMBATCH_KERNELS debug}
+TAP_LOGDIR=build/check
+mkdir -p "$TAP_LOGDIR"
 
+# The subtests of the TAP programs and the guests; the steps are counted
+# by tools/lib.sh (TAP_N, TAP_FAILED, TAP_SKIPPED).
 passed=0 failed=0 skipped=0
 failures=()
 
-# run NAME CMD...: one host check, output in build/check/NAME.log
-run() {
-	local name=$1 start=$SECONDS
-	shift
-	if "$@" >"$LOGDIR/$name.log" 2>&1; then
-		passed=$((passed + 1))
-		echo "PASS $name ($((SECONDS - start)) s)"
-	else
-		failed=$((failed + 1))
-		failures+=("$name")
-		echo "FAIL $name ($((SECONDS - start)) s), last lines of $LOGDIR/$name.log:"
-		tail -n 25 "$LOGDIR/$name.log" | sed 's/^/    /'
-	fi
+summary() {
+	local steps
+	read -ra steps <<<"$TAP_FAILURES"
+	failures+=("${steps[@]}")
+	((${#failures[@]})) && echo "failed: ${failures[*]}"
+	echo "$((passed + TAP_N - TAP_FAILED - TAP_SKIPPED)) passed," \
+		"$((failed + TAP_FAILED)) failed, $((skipped + TAP_SKIPPED)) skipped"
+	((failed + TAP_FAILED == 0))
 }
 
-# tap NAME CMD...: a host test program printing TAP (SVMBATCH_TAP=1),
-# counted per test; output in build/check/NAME.log
-tap() {
-	local name=$1 start=$SECONDS log="$LOGDIR/$1.log" rc p f s
+# tap_program NAME CMD...: a host test program printing TAP
+# (SVMBATCH_TAP=1), counted per test; output in build/check/NAME.log
+tap_program() {
+	local name=$1 start=$SECONDS log="$TAP_LOGDIR/$1.log" rc p f s
 	shift
 	SVMBATCH_TAP=1 "$@" >"$log" 2>&1
 	rc=$?
@@ -56,7 +57,7 @@ tap() {
 # guest KERNEL: the selftests in a guest, counted per subtest
 guest() {
 	local k=$1
-	local log="$LOGDIR/vmtest-$k.log" start=$SECONDS summary p f s
+	local log="$TAP_LOGDIR/vmtest-$k.log" start=$SECONDS summary p f s
 	make --no-print-directory vmtest-one KERNEL="$k" >"$log" 2>&1
 	summary=$(grep -E "^vmtest $k: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$" "$log" | tail -n 1)
 	if [[ -z $summary ]]; then
@@ -76,52 +77,53 @@ guest() {
 	grep -E "^# SKIP|# SKIP " "$log" | sort | uniq -c | sed 's/^/    skip: /' | head -n 20
 }
 
-if ! run deps tools/install-deps.sh; then
-	echo "cannot install the build dependencies; see $LOGDIR/deps.log"
-	echo "$passed passed, $failed failed, $skipped skipped"
+if ! tap_step deps tools/install-deps.sh; then
+	echo "cannot install the build dependencies; see $TAP_LOGDIR/deps.log"
+	summary
 	exit 1
 fi
-run uapi-header make --no-print-directory uapi-check
-run checkpatch make --no-print-directory checkpatch
-run kernel-doc make --no-print-directory kernel-doc
+tap_step uapi-header make --no-print-directory uapi-check
+tap_step checkpatch make --no-print-directory checkpatch
+tap_step kernel-doc make --no-print-directory kernel-doc
 # The debug kernel is built once per machine (cached); the first build
 # takes tens of minutes.
 if [[ " $KERNELS " == *" debug "* ]]; then
-	run debug-kernel tools/vmtest/kernels.sh fetch debug
+	tap_step debug-kernel tools/vmtest/kernels.sh fetch debug
 fi
+# Each module is built here, once: sparse, the guests and the
+# path-independence check reuse these builds (make kmod-built).
 for k in $KERNELS; do
-	run "kmod-$k-W1" make --no-print-directory kmod-one KERNEL="$k"
+	tap_step "kmod-$k-W1" make --no-print-directory kmod-one KERNEL="$k"
 	if [[ $k != debug ]] && command -v sparse >/dev/null; then
-		run "kmod-$k-sparse" make --no-print-directory sparse-one KERNEL="$k"
+		tap_step "kmod-$k-sparse" make --no-print-directory sparse-one KERNEL="$k"
 	fi
 done
-run selftests-build make --no-print-directory selftests
-run lib-build make --no-print-directory lib
-run lib-asan-build make --no-print-directory lib-asan
-run lib-clang-tidy make --no-print-directory lib-tidy
-run lib-install tools/check-install.sh
-run htmldocs make --no-print-directory htmldocs
+tap_step selftests-build make --no-print-directory selftests
+tap_step lib-build make --no-print-directory lib
+tap_step lib-asan-build make --no-print-directory lib-asan
+tap_step lib-clang-tidy make --no-print-directory lib-tidy
+tap_program lib-install tools/check-install.sh
+tap_step htmldocs make --no-print-directory htmldocs
 if [[ -x build/lib-asan/tests/svmbatch_lib_tests ]]; then
-	tap lib-tests-host build/lib-asan/tests/svmbatch_lib_tests
+	tap_program lib-tests-host build/lib-asan/tests/svmbatch_lib_tests
 fi
 if [[ -x build/lib/cli/svmbatch ]]; then
-	tap cli-tests tools/cli/cli_test.sh build/lib/cli/svmbatch
+	tap_program cli-tests tools/cli/cli_test.sh build/lib/cli/svmbatch
 fi
-# Installs the .debs on this machine, boots guests with the DKMS-built
-# module, purges them again.
-tap packages tools/check-packages.sh
+# Builds the .debs from a release tarball of the working tree, installs
+# them on this machine, boots guests with the DKMS-built module, purges
+# them again.
+tap_program packages tools/check-packages.sh
 # The guest does not depend on where the checkout lives: the library tests
 # built in a copy under /tmp pass in a guest (of the first of KERNELS that
 # is not the debug kernel).
-pk=6.12
+pk=${SVMBATCH_KERNELS%% *}
 for k in $KERNELS; do
 	[[ $k != debug ]] && { pk=$k; break; }
 done
-run path-independence tools/check-path-independence.sh --kernel "$pk"
+tap_step path-independence tools/check-path-independence.sh --kernel "$pk"
 for k in $KERNELS; do
 	guest "$k"
 done
 
-((${#failures[@]})) && echo "failed: ${failures[*]}"
-echo "$passed passed, $failed failed, $skipped skipped"
-((failed == 0))
+summary

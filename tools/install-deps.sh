@@ -4,13 +4,14 @@
 # Install everything svmbatch needs to build and test on Debian 12.
 # Idempotent and quiet: prints only when it installs something; runs
 # `apt-get update` only when a package is missing (or cannot be resolved).
-# The kernel headers are those of the current ABI of both supported kernel
-# families (6.1 and 6.12), resolved from Debian's meta packages.
+# The kernel headers are those of the current ABI of every supported kernel
+# family (SVMBATCH_KERNELS in tools/lib.sh), resolved from Debian's meta
+# packages.
 
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-# shellcheck source-path=SCRIPTDIR source=vmtest/kernels.sh disable=SC1091
+# shellcheck source=tools/vmtest/kernels.sh
 source "$HERE/vmtest/kernels.sh"
 
 export DEBIAN_FRONTEND=noninteractive
@@ -23,7 +24,7 @@ PACKAGES=(
 	debhelper dh-dkms dkms dpkg-dev fakeroot adduser
 	flex bison libssl-dev
 )
-KERNELS=(6.1 6.12)
+read -ra KERNELS <<<"$SVMBATCH_KERNELS"
 
 die() {
 	echo "install-deps.sh: $*" >&2

@@ -5,27 +5,22 @@
 # sh, as root, svmbatch.ko loaded, debugfs mounted): info, stat with live
 # and stale registrations, bench, selftest.  Prints TAP.
 #
-# The guest runner ships the files (run.sh --file):
+# The guest runner ships the files (run.sh --file, svmbatch_guest_files
+# in tools/lib.sh):
 #   /usr/bin/svmbatch                            the command under test
 #   /usr/libexec/svmbatch/tests/hold_registration  tools/cli/hold_registration.cpp
+#   /usr/libexec/svmbatch/tests/lib.sh           tools/lib.sh (tap_ok, tap_done)
 #   <selftest dir>/svmbatch_errno, svmbatch_io_uring  at the command's default --dir
 set -u
 CLI=${SVMBATCH_CLI:-/usr/bin/svmbatch}
 HOLD=${SVMBATCH_HOLD:-/usr/libexec/svmbatch/tests/hold_registration}
 PARAMS=/sys/module/svmbatch/parameters
+# shellcheck source=tools/lib.sh
+. /usr/libexec/svmbatch/tests/lib.sh || exit 1
 tmp=$(mktemp -d)
-n=0 failed=0
 
 ok() {	# ok DESCRIPTION: the last command's status; a failure shows $tmp/out
-	st=$?
-	n=$((n + 1))
-	if [ $st = 0 ]; then
-		echo "ok $n $1"
-	else
-		echo "not ok $n $1"
-		failed=$((failed + 1))
-		sed 's/^/#   /' "$tmp/out" | head -n 25
-	fi
+	tap_ok "$1" "$tmp/out"
 }
 run() {	# run ARGS...: output in $tmp/out, exit status in $rc
 	"$@" >"$tmp/out" 2>&1
@@ -64,7 +59,6 @@ hold_stop() {	# end of file on the holder's stdin: it unregisters and exits
 }
 
 echo "TAP version 13"
-echo "1..16"
 
 run "$CLI" info
 abi=$(sed -n 's/^module: *loaded (\/dev\/svmbatch, ABI \([0-9]*\))$/\1/p' "$tmp/out")
@@ -160,5 +154,4 @@ run "$CLI" selftest --dir /nonexistent
 ok "selftest --dir without selftests: fails (1) and says where it looked"
 
 rm -rf "$tmp"
-echo "# $n tests, $failed failed"
-[ $failed = 0 ]
+tap_done cli_guest_test

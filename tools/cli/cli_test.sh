@@ -7,18 +7,13 @@
 #   tools/cli/cli_test.sh path/to/svmbatch
 set -u
 cli=$(realpath "$1")
+# shellcheck source=tools/lib.sh
+. "$(dirname "$0")/../lib.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-n=0 failed=0
-ok() {	# ok DESCRIPTION CONDITION-EXIT-STATUS
-	n=$((n + 1))
-	if [[ $2 == 0 ]]; then
-		echo "ok $n $1"
-	else
-		echo "not ok $n $1"
-		failed=$((failed + 1))
-		sed 's/^/#   /' "$tmp/out" | head -20
-	fi
+ok() {	# ok DESCRIPTION STATUS: a TAP line for STATUS; a failure shows $tmp/out
+	(exit "$2")
+	tap_ok "$1" "$tmp/out"
 }
 run() {	# run ARGS...: output in $tmp/out, exit status in $rc
 	"$@" >"$tmp/out" 2>&1
@@ -92,7 +87,7 @@ png=$(ls "$tmp"/bench-*.png 2>/dev/null)
 ok "bench PNG is a PNG" $?
 rm -f "$tmp"/bench-*
 run "$cli" bench --sizes 2 --out "$tmp" --no-plot --quiet
-ok "bench --no-plot writes no PNG" $((rc != 0 || $(ls "$tmp"/bench-*.png 2>/dev/null | wc -l) != 0))
+ok "bench --no-plot writes no PNG" $((rc != 0 || $(find "$tmp" -name 'bench-*.png' | wc -l) != 0))
 run "$cli" bench --sizes 0
 ok "bench --sizes 0 is a usage error (2)" $((rc != 2))
 
@@ -113,6 +108,4 @@ ok "selftest NAME runs only that one" $((rc != 0 || $(grep -c '^selftest: 1 pass
 run "$cli" selftest --dir "$tmp/st" nosuch
 ok "selftest of an unknown name is a usage error (2)" $((rc != 2))
 
-echo "1..$n"
-echo "# cli_test: $((n - failed)) passed, $failed failed"
-((failed == 0))
+tap_done cli_test

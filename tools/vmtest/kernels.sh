@@ -9,13 +9,17 @@
 # injection), built from Debian's linux-source-6.12 by build-debug-kernel.sh
 # and cached by (source package version, hash of its config and recipe).
 #
+# The families and their meta packages are listed in tools/lib.sh.
+#
 # Library:  source tools/vmtest/kernels.sh; kernel_abi 6.12; kernel_fetch 6.1
-# CLI:      tools/vmtest/kernels.sh abi|fetch|headers 6.1|6.12|debug
+# CLI:      tools/vmtest/kernels.sh abi|fetch|headers KERNEL
 
 set -euo pipefail
 
 SVMBATCH_CACHE=${SVMBATCH_CACHE:-/var/cache/svmbatch}
 KERNELS_DIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# shellcheck source=tools/lib.sh
+. "$KERNELS_DIR/../lib.sh"
 
 # Version of Debian's linux-source-6.12, e.g. 6.12.117-1~deb12u1.
 debug_source_version() {
@@ -70,23 +74,11 @@ debug_fetch() {
 	echo "$dir"
 }
 
-# Meta package whose single linux-image-* dependency is the current ABI.
-kernel_meta_package() {
-	case "$1" in
-	6.1) echo linux-image-amd64 ;;
-	6.12) echo linux-image-6.12-amd64 ;;
-	*)
-		echo "kernels.sh: unknown kernel '$1' (expected 6.1, 6.12 or debug)" >&2
-		return 1
-		;;
-	esac
-}
-
 # kernel_abi NAME: print the ABI string, e.g. 6.1.0-56-amd64.
 kernel_abi() {
 	local meta abi
 	[[ $1 == debug ]] && { debug_abi; return; }
-	meta=$(kernel_meta_package "$1") || return 1
+	meta=$(svmbatch_kernel_meta "$1") || return 1
 	# "Depends: linux-image-6.1.0-56-amd64" -> "6.1.0-56-amd64". Skip the
 	# alternatives' "|Depends" form and unsigned/dbg variants.
 	abi=$(apt-cache depends "$meta" 2>/dev/null |
@@ -158,7 +150,7 @@ kernel_fetch() {
 }
 
 kernels_usage() {
-	echo "usage: $0 abi|fetch|headers 6.1|6.12|debug" >&2
+	echo "usage: $0 abi|fetch|headers ${SVMBATCH_KERNELS// /|}|debug" >&2
 	exit 2
 }
 

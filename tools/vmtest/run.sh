@@ -3,10 +3,11 @@
 #
 # Boot a stock Debian kernel under QEMU with svmbatch.ko and run tests in it.
 #
-# usage: run.sh --kernel 6.1|6.12 --module PATH|none [--timeout S]
+# usage: run.sh --kernel KERNEL --module PATH|none [--timeout S]
 #               [--test-timeout S] [--log FILE] [--mem MB] [--cmdline EXTRA]
 #               [--kmod NAME]... [--file SRC:DST]... [--verbose] TEST_EXECUTABLE...
 #
+#   --kernel        a kernel family of tools/lib.sh, or debug (kernels.sh)
 #   --module        svmbatch.ko built for that kernel; "none" skips insmod and
 #                   rmmod (runner self-tests only)
 #   --timeout       whole guest, boot to power-off (default 1500)
@@ -41,6 +42,7 @@ BOOT_TIMEOUT=${SVMBATCH_BOOT_TIMEOUT:-150}
 
 usage() {
 	sed -n '5,8s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	echo "kernels: $SVMBATCH_KERNELS debug" >&2
 	exit 2
 }
 

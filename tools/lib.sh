@@ -1,0 +1,139 @@
+# SPDX-License-Identifier: MIT
+# shellcheck shell=sh
+#
+# What the build and test scripts share, sourced by them (". tools/lib.sh"),
+# by the Makefile (through $(shell)) and, shipped with run.sh --file, by the
+# guest tests under busybox sh: so POSIX sh only, and nothing runs when it
+# is sourced except these definitions.
+#
+#   SVMBATCH_KERNELS       Debian's kernel families the module supports
+#   svmbatch_kernel_meta   the meta package of a family (its current ABI)
+#   tap_ok, tap_step,      TAP output and counting: one line per test,
+#   tap_skip, tap_done     the plan at the end
+#   svmbatch_guest_files   run.sh arguments for the command's and the udev
+#                          rule's guest tests
+#   svmbatch_source_files  the tree's source files (a checkout or a tarball)
+
+# Debian's kernel families, oldest first.  The debug kernel (built from
+# linux-source-6.12, tools/vmtest/kernels.sh) is named "debug" on top.
+SVMBATCH_KERNELS="6.1 6.12"
+
+# svmbatch_kernel_meta FAMILY: the meta package whose single linux-image-*
+# dependency is the family's current ABI.
+svmbatch_kernel_meta() {
+	case $1 in
+	6.1) echo linux-image-amd64 ;;
+	6.12) echo linux-image-6.12-amd64 ;;
+	*)
+		echo "unknown kernel '$1' (expected one of: $SVMBATCH_KERNELS debug)" >&2
+		return 1
+		;;
+	esac
+}
+
+# TAP counters of this script: tests run, failed, skipped; the failed names.
+TAP_N=0
+TAP_FAILED=0
+TAP_SKIPPED=0
+TAP_FAILURES=
+
+# tap_result STATUS DESCRIPTION: one TAP line, "ok" for STATUS 0.  The
+# first word of DESCRIPTION names a failure in TAP_FAILURES.
+tap_result() {
+	TAP_N=$((TAP_N + 1))
+	if [ "$1" = 0 ]; then
+		echo "ok $TAP_N $2"
+		return 0
+	fi
+	echo "not ok $TAP_N $2"
+	TAP_FAILED=$((TAP_FAILED + 1))
+	TAP_FAILURES="$TAP_FAILURES${TAP_FAILURES:+ }${2%% *}"
+	return 1
+}
+
+# tap_ok DESCRIPTION [FILE]: one TAP line for the exit status of the
+# command run just before; a failure shows the first lines of FILE.
+tap_ok() {
+	tap_result $? "$1" && return 0
+	if [ -n "${2:-}" ] && [ -f "$2" ]; then
+		head -n 25 "$2" | sed 's/^/#   /'
+	fi
+	return 0
+}
+
+# tap_skip DESCRIPTION REASON: one skipped test.
+tap_skip() {
+	TAP_N=$((TAP_N + 1))
+	TAP_SKIPPED=$((TAP_SKIPPED + 1))
+	echo "ok $TAP_N $1 # SKIP $2"
+}
+
+# tap_step NAME CMD...: run CMD with its output in $TAP_LOGDIR/NAME.log;
+# one TAP line with the time it took, and on failure the log's last
+# lines.  Returns CMD's success.
+tap_step() {
+	tap_name=$1
+	shift
+	tap_log=$TAP_LOGDIR/$tap_name.log
+	tap_start=$(date +%s)
+	"$@" >"$tap_log" 2>&1
+	tap_rc=$?
+	tap_secs=$(($(date +%s) - tap_start))
+	if [ "$tap_rc" = 0 ]; then
+		tap_result 0 "$tap_name ($tap_secs s)"
+		return 0
+	fi
+	tap_result 1 "$tap_name ($tap_secs s, log: $tap_log)"
+	tail -n 25 "$tap_log" | sed 's/^/#   /'
+	return 1
+}
+
+# tap_done NAME: the plan and a summary line; true when nothing failed.
+tap_done() {
+	echo "1..$TAP_N"
+	echo "# $1: $((TAP_N - TAP_FAILED - TAP_SKIPPED)) passed, $TAP_FAILED failed," \
+		"$TAP_SKIPPED skipped"
+	[ "$TAP_FAILED" = 0 ]
+}
+
+# Where the guest tests find this file.
+SVMBATCH_GUEST_LIB=/usr/libexec/svmbatch/tests/lib.sh
+
+# svmbatch_guest_files CLI HOLD QUICKSTART SELFTESTS GUEST_SELFTESTS RULE:
+# the run.sh arguments (one a line) for tools/cli/cli_guest_test.sh and
+# packaging/udev_rule_test.sh.  CLI is the svmbatch command, HOLD
+# tools/cli/hold_registration.cpp built, QUICKSTART examples/quickstart.cpp
+# built, SELFTESTS the host directory of svmbatch_errno and
+# svmbatch_io_uring, GUEST_SELFTESTS the command's default --dir (where it
+# looks for them in the guest), RULE 60-svmbatch.rules.  The two scripts
+# come last, as tests: run them after the others.  Paths are relative to
+# the top of the tree, the callers' working directory.
+svmbatch_guest_files() {
+	printf -- '--file\n%s\n' \
+		"$1:/usr/bin/svmbatch" \
+		"$2:/usr/libexec/svmbatch/tests/hold_registration" \
+		"$3:/usr/libexec/svmbatch/tests/quickstart" \
+		"$4/svmbatch_errno:$5/svmbatch_errno" \
+		"$4/svmbatch_io_uring:$5/svmbatch_io_uring" \
+		"$6:/usr/lib/udev/rules.d/60-svmbatch.rules" \
+		"tools/lib.sh:$SVMBATCH_GUEST_LIB" \
+		/lib/systemd/systemd-udevd:/lib/systemd/systemd-udevd \
+		/usr/bin/udevadm:/usr/bin/udevadm \
+		/usr/bin/setpriv:/usr/bin/setpriv
+	echo tools/cli/cli_guest_test.sh
+	echo packaging/udev_rule_test.sh
+}
+
+# svmbatch_source_files: the tree's source files, one a line, relative to
+# the top (the working directory).  In a git checkout, the files git tracks
+# or would track (a tracked file deleted in the tree is left out); in a
+# release tarball (no .git), every file but build/.
+svmbatch_source_files() {
+	if [ -e .git ]; then
+		git ls-files -co --exclude-standard | while IFS= read -r f; do
+			if [ -e "$f" ] || [ -L "$f" ]; then echo "$f"; fi
+		done
+	else
+		find . -path ./build -prune -o \( -type f -o -type l \) -print | sed 's|^\./||'
+	fi
+}
