@@ -37,8 +37,8 @@ KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 .PHONY: all check demo deps help clean ksrc
 .PHONY: kmod kmod-one kmod-built sparse-one checkpatch kernel-doc uapi-check
 .PHONY: selftests vmtest vmtest-one bench-kmod
-.PHONY: lib lib-asan lib-test lib-tidy install bench-lib
-.PHONY: deb htmldocs
+.PHONY: lib lib-asan lib-test lib-tidy cuda-programs install bench-lib
+.PHONY: deb htmldocs shellcheck format format-check
 
 ## all          the module for every kernel of KERNELS, the selftests, the library
 all: kmod selftests lib
@@ -51,14 +51,41 @@ lib:
 lib-asan:
 	$(call CMAKE_LIB,$(LIB_ASAN_OUT),-DSVMBATCH_SANITIZE=ON)
 
-# clang-tidy (libsvmbatch/.clang-tidy) over the library and the examples.
-# The CUDA programs (cuda_*.cpp) need cuda_runtime.h, which only the GPU
-# machine has; tools/device/run.sh builds them with -Wall -Wextra -Werror.
-## lib-tidy     clang-tidy (libsvmbatch/.clang-tidy) over the library and the examples
+# Every C++ translation unit that CMake compiled in the ASan build: the
+# library, its tests, the command, the examples, the benchmarks and the
+# host side of the CUDA programs, read from compile_commands.json so that a
+# new file is covered without being listed here (nvcc's .cu files are not
+# C++ to clang-tidy).  CUDA_INC finds cuda_runtime.h for the CUDA programs.
+CUDA_INC ?= /usr/local/cuda/include
+CXX_UNITS = $$(jq -r '.[].file | select(endswith(".cpp")) | select(startswith("$(BUILD)/") | not)' \
+	$(LIB_ASAN_OUT)/compile_commands.json | sort -u)
+
+## lib-tidy     clang-tidy (libsvmbatch/.clang-tidy) over every C++ file of the ASan build
 lib-tidy: lib-asan
-	clang-tidy -p $(LIB_ASAN_OUT) --quiet libsvmbatch/src/*.cpp tools/cli/*.cpp \
-		$(filter-out %/cuda_scatter_read.cpp %/cuda_bench.cpp,\
-			$(wildcard examples/*.cpp tools/bench/*.cpp))
+	@units=$(CXX_UNITS); test -n "$$units"; \
+	echo "clang-tidy: $$(wc -w <<<"$$units") files"; \
+	xargs -n 4 -P $$(nproc) clang-tidy -p $(LIB_ASAN_OUT) --quiet \
+		$(if $(wildcard $(CUDA_INC)/cuda_runtime.h),--extra-arg=-isystem$(CUDA_INC)) \
+		<<<"$$units"
+
+# The CUDA programs (.cu files, and .cpp files that include cuda_runtime.h)
+# that CMake compiled in the release build (compile_commands.json: the
+# source, the build directory, the object after -o): each object must
+# exist, and so must its target's program or library (CMakeFiles/T.dir/ in
+# that directory builds T, libT.so or libT.a).
+## cuda-programs  check that make lib compiled and linked every CUDA program (needs nvcc)
+cuda-programs: lib
+	@set -e; n=0; \
+	while IFS=$$'\t' read -r src dir obj; do \
+		case $$src in *.cu) ;; *) grep -q '^#include <cuda_runtime' "$$src" || continue ;; esac; \
+		target=$${obj%%.dir/*}; target=$${target##*/}; \
+		test -f "$$dir/$$obj" || { echo "cuda: $$src: no object $$dir/$$obj"; exit 1; }; \
+		out=$$(ls -d "$$dir/$$target" "$$dir/lib$$target.so" "$$dir/lib$$target.a" 2>/dev/null | head -n 1); \
+		test -n "$$out" || { echo "cuda: $$src: no program or library $$target in $$dir"; exit 1; }; \
+		echo "cuda: $${src#$(CURDIR)/} -> $${out#$(CURDIR)/}"; n=$$((n + 1)); \
+	done < <(jq -r '.[] | [.file, .directory, (.command | capture(" -o (?<o>[^ ]+)").o)] | @tsv' \
+		$(LIB_OUT)/compile_commands.json); \
+	test $$n -gt 0 || { echo "cuda: nvcc is here, but make lib compiled no CUDA program"; exit 1; }
 
 # The Debian packages (svmbatch-dkms, libsvmbatch1, libsvmbatch-dev,
 # svmbatch-tools) into build/deb/, built from a copy of the sources
@@ -270,6 +297,38 @@ bench-lib:
 	@$(MAKE) --no-print-directory kmod-built lib KERNEL=6.12
 	tools/bench/run-lib-bench.sh $(BUILD)/kmod/$(call abi,6.12)/release/svmbatch.ko \
 		$(LIB_OUT)/examples/lib_bench
+
+# Every shell script of the tree: *.sh (tools/lib.sh is sourced, not run)
+# and every file whose first line runs sh or bash (tools/vmtest/init,
+# .ci/run, the package's maintainer scripts), from svmbatch_source_files.
+SHELL_SCRIPTS = $$(. tools/lib.sh && svmbatch_source_files | while IFS= read -r f; do \
+	case $$f in *.sh) echo "$$f"; continue ;; esac; \
+	head -n 1 "$$f" | grep -qE '^\#! ?(/usr)?/bin/(env +)?(ba|da)?sh' && echo "$$f"; done)
+
+## shellcheck   shellcheck over every shell script of the tree
+shellcheck:
+	@scripts=$(SHELL_SCRIPTS); test -n "$$scripts"; \
+	echo "shellcheck: $$(wc -w <<<"$$scripts") scripts"; shellcheck -x $$scripts
+
+# clang-format 14 over the C and C++ files of the tree, in two styles: the
+# kernel's (.clang-format) for the module, the uapi header, the selftests
+# and the kernel-side tools, and the library's (libsvmbatch/.clang-format)
+# for everything else.
+CLANG_FORMAT ?= clang-format-14
+KERNEL_STYLE_FILES := kmod/% selftests/% uapi/% tools/uapi-check/% tools/bench/kmod_bench.c
+C_FILES = $(shell . tools/lib.sh && svmbatch_source_files | grep -E '\.(c|h|cpp|hpp|cu|cuh)$$')
+format_with = $(CLANG_FORMAT) $(1) --style=file:.clang-format \
+		$(filter $(KERNEL_STYLE_FILES),$(C_FILES)) && \
+	$(CLANG_FORMAT) $(1) --style=file:libsvmbatch/.clang-format \
+		$(filter-out $(KERNEL_STYLE_FILES),$(C_FILES))
+
+## format       rewrite every C and C++ file with clang-format (.clang-format files)
+format:
+	@$(call format_with,-i)
+
+## format-check clang-format --dry-run --Werror: which files format would change
+format-check:
+	@$(call format_with,--dry-run --Werror)
 
 ## clean        remove build/
 clean:

@@ -82,6 +82,7 @@ if ! tap_step deps tools/install-deps.sh; then
 	summary
 	exit 1
 fi
+tap_step shellcheck make --no-print-directory shellcheck
 tap_step uapi-header make --no-print-directory uapi-check
 tap_step checkpatch make --no-print-directory checkpatch
 tap_step kernel-doc make --no-print-directory kernel-doc
@@ -100,6 +101,12 @@ for k in $KERNELS; do
 done
 tap_step selftests-build make --no-print-directory selftests
 tap_step lib-build make --no-print-directory lib
+# make lib compiles the CUDA programs where CMake finds nvcc.
+if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+	tap_step cuda-programs make --no-print-directory cuda-programs
+else
+	tap_skip cuda-programs "no nvcc (CUDA toolkit) on this machine: make lib built no CUDA program"
+fi
 tap_step lib-asan-build make --no-print-directory lib-asan
 tap_step lib-clang-tidy make --no-print-directory lib-tidy
 tap_program lib-install tools/check-install.sh

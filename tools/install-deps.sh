@@ -23,6 +23,7 @@ PACKAGES=(
 	libdrm-dev libhsa-runtime-dev python3-sphinx libcli11-dev gnuplot-nox
 	debhelper dh-dkms dkms dpkg-dev fakeroot adduser
 	flex bison libssl-dev
+	shellcheck clang-format-14 jq
 )
 read -ra KERNELS <<<"$SVMBATCH_KERNELS"
 
