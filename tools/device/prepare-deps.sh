@@ -3,18 +3,29 @@
 #
 # Gather what the GPU machine lacks into build/device-deps, which the device
 # tool carries: Debian's static liburing, libdrm and libdrm_amdgpu with their
-# headers, ROCm's HSA headers and googletest's sources.  The GPU machine
-# (Ubuntu, CUDA) has g++, nvcc and CMake but none of these, and no network.
+# headers and pkg-config files, Debian's pkg-config itself (pkgconf), ROCm's
+# HSA headers and googletest's sources.  The GPU machine (Ubuntu, CUDA) has
+# g++, nvcc, CMake and ninja but none of these, and no network.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 out=build/device-deps
 lib=/usr/lib/$(gcc -dumpmachine)
 rm -rf "$out"
-mkdir -p "$out"/{include,lib,src}
+mkdir -p "$out"/{include,lib/pkgconfig,pkgconf,src}
 cp "$lib"/liburing.a "$lib"/libdrm.a "$lib"/libdrm_amdgpu.a "$out"/lib/
 cp -r /usr/include/liburing.h /usr/include/liburing /usr/include/libdrm \
 	/usr/include/xf86drm.h /usr/include/hsa "$out"/include/
 cp -r /usr/src/googletest/googletest "$out"/src/
+cp /usr/bin/pkgconf "$lib"/libpkgconf.so.3 "$out"/pkgconf/
+# Debian's .pc files, moved to wherever the folder lands: ${pcfiledir} is
+# the folder of the .pc file, so the prefix is the carried folder.
+# shellcheck disable=SC2016 # ${...} are pkg-config's variables, not the shell's
+for pc in liburing libdrm libdrm_amdgpu; do
+	sed -e 's|^prefix=.*|prefix=${pcfiledir}/../..|' \
+		-e 's|^libdir=.*|libdir=${prefix}/lib|' \
+		-e 's|^includedir=.*|includedir=${prefix}/include|' \
+		"$lib/pkgconfig/$pc.pc" >"$out/lib/pkgconfig/$pc.pc"
+done
 du -sh "$out"
 # The commit the device run measures (results name it).
 echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- libsvmbatch tools examples || echo -dirty)" >"$out"/COMMIT

@@ -1,24 +1,25 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# Everything issue 6 needs from the GPU machine, in one call of the device
-# tool (its machines keep nothing, and device time is scarce):
+# The CUDA checks that need a GPU, in one call of the device tool (its
+# machines keep nothing, and device time is scarce):
 #   tools/device/prepare-deps.sh            # here: fills build/device-deps
 #   device run: tools/device/run.sh         # carry build/device-deps
-# Builds libsvmbatch (g++, no CMake package lookups: the static libraries
-# come from build/device-deps), checks the CUDA loader's constants against
-# cuda.h, runs the CUDA tests (googletest, real driver), the example and
-# the benchmark, and writes under $OUT:
+# Builds libsvmbatch and the CUDA programs with the tree's own CMake
+# (examples/CMakeLists.txt; static liburing, libdrm and googletest from
+# build/device-deps), checks the CUDA loader's constants against cuda.h,
+# runs the CUDA tests (googletest, real driver), the example and the
+# benchmark, and writes under $OUT:
 #   env.txt  build.log  cuda-tests.log  cuda_scatter_read.log  cuda-bench.json  cuda-bench.log
 # Ends with "N passed, N failed" over: build, ABI check, tests, example,
 # benchmark.
 set -uo pipefail
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-/tmp/svmbatch-device-out}
 mkdir -p "$OUT"
 deps=$PWD/build/device-deps
 work=/tmp/svmbatch-device
-rm -rf "$work" && mkdir -p "$work/obj"
+rm -rf "$work" && mkdir -p "$work/bin"
 passed=0 failed=0
 exec 3>&1	# step's verdicts, whatever the step's own output is redirected to
 step() {	# step NAME CMD...: run, log, count
@@ -36,7 +37,16 @@ step() {	# step NAME CMD...: run, log, count
 
 [[ -d $deps/lib ]] || { echo "no $deps: run tools/device/prepare-deps.sh here first"; exit 2; }
 cuda=${CUDA_HOME:-/usr/local/cuda}
+# nvcc, and CMake and ninja, which come with the GPU machine's Python
+# environment (on PATH there as a rule, but not for every shell).
 export PATH=$cuda/bin:$PATH
+python=$(command -v python3) && PATH=$PATH:${python%/*}
+# Debian's pkg-config, which prepare-deps.sh carried, reading only the
+# carried libraries' .pc files.
+printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$deps/pkgconf" "$deps/pkgconf/pkgconf" \
+	>"$work/bin/pkg-config"
+chmod +x "$work/bin/pkg-config"
+export PATH=$work/bin:$PATH PKG_CONFIG_LIBDIR=$deps/lib/pkgconfig PKG_CONFIG_PATH=
 {
 	echo "commit: $(cat "$deps/COMMIT" 2>/dev/null || echo unknown)"
 	echo "date: $(date -u +%FT%TZ)"
@@ -44,43 +54,40 @@ export PATH=$cuda/bin:$PATH
 	nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader
 	nvcc --version | tail -2
 	g++ --version | head -1
+	cmake --version | head -1
 	nproc
 	grep MemTotal /proc/meminfo
 	df -h /tmp /dev/shm | tail -2
 } >"$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
-inc=(-Ilibsvmbatch/include -Iuapi -Ilibsvmbatch/src -Iexamples -I"$deps/include"
-	-I"$deps/include/libdrm" -I"$deps/include/hsa" -I"$cuda/include" -Ilibsvmbatch/tests)
-cxx=(g++ -std=c++20 -O2 -g -Wall -Wextra -Werror "${inc[@]}")
-libs=("$work/libsvmbatch.a" "$deps/lib/liburing.a" "$deps/lib/libdrm_amdgpu.a"
-	"$deps/lib/libdrm.a" -L"$cuda/lib64" -lcudart -ldl -lpthread)
-
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
 build() {
-	ls libsvmbatch/src/*.cpp | xargs -P "$(nproc)" -I{} sh -c \
-		'"$@" -DSVMBATCH_BUILDING -fPIC -c {} -o '"$work"'/obj/$(basename {} .cpp).o' \
-		_ "${cxx[@]}" || return 1
-	ar rcs "$work/libsvmbatch.a" "$work"/obj/*.o &&
-	g++ -std=c++17 -O2 -I"$deps/src/googletest/include" -I"$deps/src/googletest" \
-		-c "$deps/src/googletest/src/gtest-all.cc" -o "$work/gtest-all.o" &&
-	nvcc -std=c++20 -O2 -arch=sm_90 -Iexamples -c examples/gpu_checksum.cu \
-		-o "$work/gpu_checksum.o" &&
-	"${cxx[@]}" -I"$deps/src/googletest/include" tools/device/cuda_device_tests.cpp \
-		"$deps/src/googletest/src/gtest_main.cc" "$work/gtest-all.o" \
-		"$work/gpu_checksum.o" "${libs[@]}" -o "$work/cuda_device_tests" &&
-	"${cxx[@]}" examples/cuda_scatter_read.cpp "$work/gpu_checksum.o" "${libs[@]}" \
-		-o "$work/cuda_scatter_read" &&
-	"${cxx[@]}" tools/bench/cuda_bench.cpp "${libs[@]}" -o "$work/cuda_bench"
+	# googletest from its sources, installed with its CMake package.
+	cmake -S "$deps/src/googletest" -B "$work/gtest-build" "${generator[@]}" \
+		-DCMAKE_BUILD_TYPE=Release -DINSTALL_GTEST=ON \
+		-DCMAKE_INSTALL_PREFIX="$work/gtest" -DCMAKE_INSTALL_LIBDIR=lib \
+		-DCMAKE_INSTALL_INCLUDEDIR=include &&
+	cmake --build "$work/gtest-build" -j "$(nproc)" &&
+	cmake --install "$work/gtest-build" &&
+	# The library with the CUDA programs (examples/CMakeLists.txt); the
+	# library's own tests and the CLI (CLI11) are not for this machine.
+	cmake -S libsvmbatch -B "$work/build" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+		-DCMAKE_PREFIX_PATH="$deps;$work/gtest" -DSVMBATCH_TESTS=OFF -DSVMBATCH_CLI=OFF \
+		-DSVMBATCH_CUDA_PROGRAMS=ON &&
+	cmake --build "$work/build" -j "$(nproc)" \
+		--target cuda_device_tests cuda_scatter_read cuda_bench
 }
 step build build >"$OUT/build.log" 2>&1
 tail -20 "$OUT/build.log"
-step cuda-abi-check "${cxx[@]}" -fsyntax-only tools/device/cuda_abi_check.cpp
-step cuda-tests "$work/cuda_device_tests" >"$OUT/cuda-tests.log" 2>&1
+step cuda-abi-check cmake --build "$work/build" --target cuda_abi_check
+step cuda-tests "$work/build/examples/cuda_device_tests" >"$OUT/cuda-tests.log" 2>&1
 grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) |^#|Failure|Expected|Which|actual' "$OUT/cuda-tests.log" | head -60
-step cuda_scatter_read "$work/cuda_scatter_read" --buffers 2000 --dir /tmp \
+step cuda_scatter_read "$work/build/examples/cuda_scatter_read" --buffers 2000 --dir /tmp \
 	>"$OUT/cuda_scatter_read.log" 2>&1
 cat "$OUT/cuda_scatter_read.log"
-step cuda-bench "$work/cuda_bench" /tmp >"$OUT/cuda-bench.json" 2>"$OUT/cuda-bench.log"
+step cuda-bench "$work/build/examples/cuda_bench" /tmp >"$OUT/cuda-bench.json" 2>"$OUT/cuda-bench.log"
 cat "$OUT/cuda-bench.log"
 echo "device run: $passed passed, $failed failed"
 [[ $failed == 0 ]]
