@@ -22,11 +22,9 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
@@ -37,23 +35,14 @@
 
 #include <svmbatch/svmbatch.hpp>
 
+#include "bench_stats.hpp"
+
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using svmbatch::bench_stats::median;
+using svmbatch::bench_stats::time_us;
+
 const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-
-double us_of(const std::function<void()> &fn)
-{
-	auto t0 = Clock::now();
-	fn();
-	return std::chrono::duration<double, std::micro>(Clock::now() - t0).count();
-}
-
-double median(std::vector<double> v)
-{
-	std::sort(v.begin(), v.end());
-	return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
-}
 
 void check(cudaError_t e, const char *what)
 {
@@ -125,13 +114,13 @@ std::string mapping_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, st
 	for (int r = 0; r < reps; r++) {
 		std::optional<svmbatch::Registration> reg;
 		svmbatch::GpuMapping m;
-		reg_us.push_back(us_of([&] { reg.emplace(ctx.register_buffers(bufs)); }));
-		map_us.push_back(us_of([&] { m = reg->map(cuda); }));
-		unmap_us.push_back(us_of([&] { m.reset(); }));
+		reg_us.push_back(time_us([&] { reg.emplace(ctx.register_buffers(bufs)); }));
+		map_us.push_back(time_us([&] { m = reg->map(cuda); }));
+		unmap_us.push_back(time_us([&] { m.reset(); }));
 		ranges = reg->ranges().size();
 
 		std::vector<void *> dptr(n);
-		loop_us.push_back(us_of([&] {
+		loop_us.push_back(time_us([&] {
 			for (std::size_t i = 0; i < n; i++) {
 				check(cudaHostRegister(bufs[i].ptr, size,
 						       cudaHostRegisterMapped | cudaHostRegisterPortable),
@@ -140,7 +129,7 @@ std::string mapping_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, st
 				      "cudaHostGetDevicePointer");
 			}
 		}));
-		loop_unreg_us.push_back(us_of([&] {
+		loop_unreg_us.push_back(time_us([&] {
 			for (std::size_t i = 0; i < n; i++)
 				check(cudaHostUnregister(bufs[i].ptr), "cudaHostUnregister");
 		}));
@@ -228,22 +217,22 @@ std::string pipeline_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
 	copy_batch(0);
 	check(cudaStreamSynchronize(stream), "sync");
 	for (int p = 0; p < passes; p++) {
-		pread_us.push_back(us_of([&] {	/* the reference: plain pread */
+		pread_us.push_back(time_us([&] {	/* the reference: plain pread */
 			for (std::size_t i = 0; i < nbuf; i++)
 				if (::pread(fd, bufs[i].ptr, size, static_cast<off_t>(i * size)) !=
 				    static_cast<ssize_t>(size))
 					throw std::system_error(errno, std::generic_category(), "pread");
 		}));
-		read_us.push_back(us_of([&] {
+		read_us.push_back(time_us([&] {
 			for (std::size_t b = 0; b < done.size(); b++)
 				read_batch(b);
 		}));
-		h2d_us.push_back(us_of([&] {
+		h2d_us.push_back(time_us([&] {
 			for (std::size_t b = 0; b < done.size(); b++)
 				copy_batch(b);
 			check(cudaStreamSynchronize(stream), "sync");
 		}));
-		pipe_us.push_back(us_of([&] {
+		pipe_us.push_back(time_us([&] {
 			for (std::size_t b = 0; b < done.size(); b++) {
 				check(cudaEventSynchronize(done[b]), "event");	/* batch b free */
 				read_batch(b);

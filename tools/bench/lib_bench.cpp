@@ -16,7 +16,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -26,7 +25,13 @@
 
 #include <svmbatch/svmbatch.hpp>
 
+#include "bench_stats.hpp"
+
 namespace {
+
+using svmbatch::bench_stats::median;
+using svmbatch::bench_stats::median_us;
+using svmbatch::bench_stats::time_us;
 
 /*
  * At least min_reps repetitions; more (up to max_reps) where one is short,
@@ -50,31 +55,6 @@ struct Result {
 	double fixed_us = 0, raw_us = 0, kernel_us = -1, userspace_us = 0;
 	bool skipped = false;
 };
-
-template <typename Fn> double time_us(Fn fn)
-{
-	auto t0 = std::chrono::steady_clock::now();
-
-	fn();
-	return std::chrono::duration<double, std::micro>(
-		       std::chrono::steady_clock::now() - t0)
-		.count();
-}
-
-double median(std::vector<double> t)
-{
-	std::sort(t.begin(), t.end());
-	return t[t.size() / 2];
-}
-
-template <typename Fn> double median_us(int reps, Fn fn)
-{
-	std::vector<double> t;
-
-	for (int i = 0; i < reps; i++)
-		t.push_back(time_us(fn));
-	return median(t);
-}
 
 template <typename A, typename B>
 std::pair<double, double> paired_median_us(int reps, A a, B b)

@@ -17,10 +17,12 @@
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include <svmbatch/svmbatch.hpp>
 
+#include "bench_stats.hpp"
 #include "cli.hpp"
 #include "json.hpp"
 
@@ -28,7 +30,7 @@ namespace svmbatch::cli {
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
+using bench_stats::Clock;
 
 struct Point {
 	unsigned n = 0;
@@ -36,19 +38,15 @@ struct Point {
 	double batch_us = 0, single_us = 0;	// medians, the whole N
 };
 
-/// Median of timings of fn: at least 5, up to 51 runs or ~0.2 s.
+/// Median of timings of fn, and their number: at least 5, up to 51 runs or ~0.2 s.
 template <typename Fn> std::pair<double, int> median_us(Fn fn)
 {
 	std::vector<double> t;
 	auto start = Clock::now();
 
-	while (t.size() < 5 || (t.size() < 51 && Clock::now() - start < std::chrono::milliseconds(200))) {
-		auto t0 = Clock::now();
-		fn();
-		t.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
-	}
-	std::sort(t.begin(), t.end());
-	return {t[t.size() / 2], static_cast<int>(t.size())};
+	while (t.size() < 5 || (t.size() < 51 && Clock::now() - start < std::chrono::milliseconds(200)))
+		t.push_back(bench_stats::time_us(fn));
+	return {bench_stats::median(t), static_cast<int>(t.size())};
 }
 
 void progress(unsigned done, unsigned total, unsigned n)
