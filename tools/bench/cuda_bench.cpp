@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// The CUDA benchmark (issue 6), run on the GPU machine by tools/device/run.sh.
+// The CUDA benchmark, run on the GPU machine by tools/device/run.sh.
 // Prints JSON on stdout.
 //  (a) mapping N buffers of S bytes for the GPU: the library (one
 //      register_buffers, one CudaBackend::map = one cuMemHostRegister per
@@ -92,6 +92,55 @@ const char *layout_name(Layout l)
 	return l == Layout::Scattered ? "scattered" : l == Layout::Touching ? "touching" : "touching_thp";
 }
 
+/// Medians of one mapping case, in microseconds.
+struct MappingTimes {
+	int reps = 0;
+	std::size_t ranges = 0;
+	double reg = 0, map = 0, unmap = 0, loop = 0, loop_unreg = 0;
+};
+
+/*
+ * reps times: the library (register_buffers, map, unmap), then the bare
+ * loop (cudaHostRegister + cudaHostGetDevicePointer per buffer, then
+ * cudaHostUnregister per buffer) over the same buffers.
+ */
+MappingTimes time_mapping(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
+			  const std::vector<svmbatch::Buffer> &bufs, int reps)
+{
+	std::vector<double> reg_us, map_us, unmap_us, loop_us, loop_unreg_us;
+	MappingTimes t{reps};
+
+	for (int r = 0; r < reps; r++) {
+		std::optional<svmbatch::Registration> reg;
+		svmbatch::GpuMapping m;
+		reg_us.push_back(time_us([&] { reg.emplace(ctx.register_buffers(bufs)); }));
+		map_us.push_back(time_us([&] { m = reg->map(cuda); }));
+		unmap_us.push_back(time_us([&] { m.reset(); }));
+		t.ranges = reg->ranges().size();
+
+		std::vector<void *> dptr(bufs.size());
+		loop_us.push_back(time_us([&] {
+			for (std::size_t i = 0; i < bufs.size(); i++) {
+				check(cudaHostRegister(bufs[i].ptr, bufs[i].len,
+						       cudaHostRegisterMapped | cudaHostRegisterPortable),
+				      "cudaHostRegister");
+				check(cudaHostGetDevicePointer(&dptr[i], bufs[i].ptr, 0),
+				      "cudaHostGetDevicePointer");
+			}
+		}));
+		loop_unreg_us.push_back(time_us([&] {
+			for (const svmbatch::Buffer &b : bufs)
+				check(cudaHostUnregister(b.ptr), "cudaHostUnregister");
+		}));
+	}
+	t.reg = median(reg_us);
+	t.map = median(map_us);
+	t.unmap = median(unmap_us);
+	t.loop = median(loop_us);
+	t.loop_unreg = median(loop_unreg_us);
+	return t;
+}
+
 std::string mapping_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, std::size_t n,
 			 std::size_t size, Layout layout)
 {
@@ -109,32 +158,8 @@ std::string mapping_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, st
 			::mprotect(region.p + i * stride + size, page, PROT_NONE);
 
 	const int reps = n * size >= (std::size_t{1} << 30) ? 3 : 7;
-	std::vector<double> reg_us, map_us, unmap_us, loop_us, loop_unreg_us;
-	std::size_t ranges = 0;
-	for (int r = 0; r < reps; r++) {
-		std::optional<svmbatch::Registration> reg;
-		svmbatch::GpuMapping m;
-		reg_us.push_back(time_us([&] { reg.emplace(ctx.register_buffers(bufs)); }));
-		map_us.push_back(time_us([&] { m = reg->map(cuda); }));
-		unmap_us.push_back(time_us([&] { m.reset(); }));
-		ranges = reg->ranges().size();
-
-		std::vector<void *> dptr(n);
-		loop_us.push_back(time_us([&] {
-			for (std::size_t i = 0; i < n; i++) {
-				check(cudaHostRegister(bufs[i].ptr, size,
-						       cudaHostRegisterMapped | cudaHostRegisterPortable),
-				      "cudaHostRegister");
-				check(cudaHostGetDevicePointer(&dptr[i], bufs[i].ptr, 0),
-				      "cudaHostGetDevicePointer");
-			}
-		}));
-		loop_unreg_us.push_back(time_us([&] {
-			for (std::size_t i = 0; i < n; i++)
-				check(cudaHostUnregister(bufs[i].ptr), "cudaHostUnregister");
-		}));
-	}
-	double lib = median(reg_us) + median(map_us), loop = median(loop_us);
+	MappingTimes t = time_mapping(ctx, cuda, bufs, reps);
+	double lib = t.reg + t.map;
 	char out[1024];
 	std::snprintf(out, sizeof(out),
 		      "{\"n\": %zu, \"size\": %zu, \"layout\": \"%s\", \"thp_kb\": %ld, "
@@ -143,29 +168,33 @@ std::string mapping_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, st
 		      "\"loop_register_us\": %.1f, \"loop_unregister_us\": %.1f, "
 		      "\"lib_us_per_buffer\": %.3f, \"loop_us_per_buffer\": %.3f, "
 		      "\"speedup_loop_over_lib\": %.2f, \"speedup_loop_over_lib_map_only\": %.2f}",
-		      n, size, layout_name(layout), thp_kb, reps, ranges, median(reg_us),
-		      median(map_us), median(unmap_us), loop, median(loop_unreg_us),
-		      lib / static_cast<double>(n), loop / static_cast<double>(n), loop / lib,
-		      loop / median(map_us));
+		      n, size, layout_name(layout), thp_kb, t.reps, t.ranges, t.reg, t.map, t.unmap,
+		      t.loop, t.loop_unreg, lib / static_cast<double>(n),
+		      t.loop / static_cast<double>(n), t.loop / lib, t.loop / t.map);
 	std::fprintf(stderr, "%s\n", out);
 	return out;
 }
 
-std::string pipeline_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
-			  const std::string &dir)
-{
-	const std::size_t nbuf = 2000, size = 1 << 20, batch = 250;
-	const std::size_t total = nbuf * size;
+/// nbuf page-aligned buffers of size bytes, zeroed, freed on destruction.
+struct AlignedBuffers {
 	std::vector<std::unique_ptr<char, void (*)(void *)>> mem;
-	std::vector<svmbatch::Buffer> bufs;
-	for (std::size_t i = 0; i < nbuf; i++) {
-		void *p = nullptr;
-		if (::posix_memalign(&p, page, size))
-			throw std::bad_alloc();
-		std::memset(p, 0, size);
-		mem.emplace_back(static_cast<char *>(p), std::free);
-		bufs.push_back({p, size});
+	std::vector<svmbatch::Buffer> list;
+	AlignedBuffers(std::size_t nbuf, std::size_t size)
+	{
+		for (std::size_t i = 0; i < nbuf; i++) {
+			void *p = nullptr;
+			if (::posix_memalign(&p, page, size))
+				throw std::bad_alloc();
+			std::memset(p, 0, size);
+			mem.emplace_back(static_cast<char *>(p), std::free);
+			list.push_back({p, size});
+		}
 	}
+};
+
+/// A file of total bytes in dir, unlinked at once: the fd keeps it.
+int make_file(const std::string &dir, std::size_t total)
+{
 	std::string path = dir + "/svmbatch-cuda-bench-XXXXXX";
 	int fd = ::mkstemp(path.data());
 	if (fd < 0)
@@ -175,8 +204,46 @@ std::string pipeline_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
 	for (std::size_t off = 0; off < total; off += chunk.size())
 		if (::pwrite(fd, chunk.data(), chunk.size(), static_cast<off_t>(off)) < 0)
 			throw std::system_error(errno, std::generic_category(), "pwrite");
+	return fd;
+}
 
-	svmbatch::Registration reg = ctx.register_buffers(bufs);
+/// A CUDA stream and one event per batch, destroyed with it.
+struct CopyStream {
+	cudaStream_t stream{};
+	std::vector<cudaEvent_t> done;
+	explicit CopyStream(std::size_t batches) : done(batches)
+	{
+		check(cudaStreamCreate(&stream), "cudaStreamCreate");
+		for (auto &e : done)
+			check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+	}
+	~CopyStream()
+	{
+		for (auto &e : done)
+			cudaEventDestroy(e);
+		cudaStreamDestroy(stream);
+	}
+	CopyStream(const CopyStream &) = delete;
+	CopyStream &operator=(const CopyStream &) = delete;
+};
+
+/// Medians of the pipeline's passes, in GB/s.
+struct PipelineRates {
+	double pread = 0, read = 0, h2d = 0, pipe = 0;
+};
+
+/*
+ * The file -> READ_FIXED -> device memory pipeline over registered buffers,
+ * in batches: reading batch b+1 overlaps copying batch b.  Each of `passes`
+ * passes times a plain pread loop, the reads alone, the copies alone, and
+ * both overlapped.
+ */
+PipelineRates time_pipeline(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
+			    const AlignedBuffers &buffers, std::size_t batch, int passes)
+{
+	const std::size_t nbuf = buffers.list.size(), size = buffers.list[0].len,
+			  total = nbuf * size;
+	svmbatch::Registration reg = ctx.register_buffers(buffers.list);
 	io_uring ring{};
 	if (int ret = io_uring_queue_init(64, &ring, 0); ret < 0)
 		throw std::system_error(-ret, std::generic_category(), "io_uring_queue_init");
@@ -187,11 +254,7 @@ std::string pipeline_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
 	char *dev = nullptr;
 	check(cudaMalloc(&dev, total), "cudaMalloc");
 	std::unique_ptr<char, cudaError_t (*)(void *)> dev_owner(dev, cudaFree);
-	cudaStream_t stream;
-	check(cudaStreamCreate(&stream), "cudaStreamCreate");
-	std::vector<cudaEvent_t> done(nbuf / batch);
-	for (auto &e : done)
-		check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+	CopyStream copies(nbuf / batch);
 
 	std::vector<svmbatch::ReadRequest> rq;
 	for (std::size_t i = 0; i < nbuf; i++)
@@ -204,66 +267,71 @@ std::string pipeline_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
 	};
 	auto copy_batch = [&](std::size_t b) {
 		for (std::size_t i = b * batch; i < (b + 1) * batch; i++)
-			check(cudaMemcpyAsync(dev + i * size,
-					      gpu.device_pointer<char>(i), size,
-					      cudaMemcpyDefault, stream),
+			check(cudaMemcpyAsync(dev + i * size, gpu.device_pointer<char>(i), size,
+					      cudaMemcpyDefault, copies.stream),
 			      "cudaMemcpyAsync");
-		check(cudaEventRecord(done[b], stream), "cudaEventRecord");
+		check(cudaEventRecord(copies.done[b], copies.stream), "cudaEventRecord");
 	};
+	auto sync = [&] { check(cudaStreamSynchronize(copies.stream), "sync"); };
 
-	const int passes = 7;
 	std::vector<double> pread_us, read_us, h2d_us, pipe_us;
 	read_batch(0);	/* warm: page cache, TLBs, the CUDA paths */
 	copy_batch(0);
-	check(cudaStreamSynchronize(stream), "sync");
+	sync();
 	for (int p = 0; p < passes; p++) {
 		pread_us.push_back(time_us([&] {	/* the reference: plain pread */
 			for (std::size_t i = 0; i < nbuf; i++)
-				if (::pread(fd, bufs[i].ptr, size, static_cast<off_t>(i * size)) !=
+				if (::pread(fd, buffers.list[i].ptr, size, static_cast<off_t>(i * size)) !=
 				    static_cast<ssize_t>(size))
 					throw std::system_error(errno, std::generic_category(), "pread");
 		}));
 		read_us.push_back(time_us([&] {
-			for (std::size_t b = 0; b < done.size(); b++)
+			for (std::size_t b = 0; b < copies.done.size(); b++)
 				read_batch(b);
 		}));
 		h2d_us.push_back(time_us([&] {
-			for (std::size_t b = 0; b < done.size(); b++)
+			for (std::size_t b = 0; b < copies.done.size(); b++)
 				copy_batch(b);
-			check(cudaStreamSynchronize(stream), "sync");
+			sync();
 		}));
 		pipe_us.push_back(time_us([&] {
-			for (std::size_t b = 0; b < done.size(); b++) {
-				check(cudaEventSynchronize(done[b]), "event");	/* batch b free */
+			for (std::size_t b = 0; b < copies.done.size(); b++) {
+				check(cudaEventSynchronize(copies.done[b]), "event");	/* batch b free */
 				read_batch(b);
 				copy_batch(b);	/* runs while the next batch is read */
 			}
-			check(cudaStreamSynchronize(stream), "sync");
+			sync();
 		}));
 	}
-	for (auto &e : done)
-		cudaEventDestroy(e);
-	cudaStreamDestroy(stream);
+	auto gbps = [&](const std::vector<double> &us) {
+		return static_cast<double>(total) / median(us) / 1e3;
+	};
+	return {gbps(pread_us), gbps(read_us), gbps(h2d_us), gbps(pipe_us)};
+}
+
+std::string pipeline_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
+			  const std::string &dir)
+{
+	const std::size_t nbuf = 2000, size = 1 << 20, batch = 250;
+	const int passes = 7;
+	AlignedBuffers buffers(nbuf, size);
+	int fd = make_file(dir, nbuf * size);
+	PipelineRates bw = time_pipeline(ctx, cuda, fd, buffers, batch, passes);
 	::close(fd);
 
-	auto gbps = [&](double us) { return static_cast<double>(total) / us / 1e3; };
-	double pread_bw = gbps(median(pread_us)), read_bw = gbps(median(read_us)),
-	       h2d_bw = gbps(median(h2d_us)),
-	       pipe_bw = gbps(median(pipe_us));
 	char out[1024];
 	std::snprintf(out, sizeof(out),
 		      "{\"buffers\": %zu, \"buffer_bytes\": %zu, \"batch\": %zu, \"passes\": %d, "
 		      "\"file_dir\": \"%s\", \"pread_GBps\": %.2f, \"page_cache_read_GBps\": %.2f, "
 		      "\"h2d_GBps\": %.2f, "
 		      "\"pipeline_GBps\": %.2f, \"pipeline_over_min\": %.3f}",
-		      nbuf, size, batch, passes, dir.c_str(), pread_bw, read_bw, h2d_bw, pipe_bw,
-		      pipe_bw / std::min(std::max(read_bw, pread_bw), h2d_bw));
+		      nbuf, size, batch, passes, dir.c_str(), bw.pread, bw.read, bw.h2d, bw.pipe,
+		      bw.pipe / std::min(std::max(bw.read, bw.pread), bw.h2d));
 	std::fprintf(stderr, "%s\n", out);
 	return out;
 }
 
 } // namespace
-
 int main(int argc, char **argv)
 {
 	std::string dir = argc > 1 ? argv[1] : "/tmp";

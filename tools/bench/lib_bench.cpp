@@ -144,54 +144,26 @@ Result bench(const Config &c, std::optional<svmbatch::Context> &kernel,
 	return r;
 }
 
-} // namespace
-
-int main()
+/* One row of the table on stdout (TAP comments). */
+void print_row(const Result &r, bool kernel)
 {
-	const Config configs[] = {
-		{16, 4096, "4KiB"},	{256, 4096, "4KiB"},  {2000, 4096, "4KiB"},
-		{16384, 4096, "4KiB"},	{16, 65536, "64KiB"}, {256, 65536, "64KiB"},
-		{2000, 65536, "64KiB"}, {16384, 65536, "64KiB"},
-	};
-	std::optional<svmbatch::Context> kernel;
-	svmbatch::Context userspace(svmbatch::Mode::Userspace);
-	std::vector<Result> results;
-	utsname u{};
+	char k_us[16] = "absent", k_u[16] = "-";
 
-	std::printf("TAP version 13\n1..1\n");
-	::uname(&u);
-	try {
-		if (::access(svmbatch::Context::default_device, F_OK) == 0)
-			kernel.emplace(svmbatch::Mode::Kernel);
-		else
-			std::printf("# kernel mode absent: no %s\n", svmbatch::Context::default_device);
-		std::printf("# %-6s %6s %7s %11s %11s %7s %11s %11s %7s\n", "size", "N",
-			    "ranges", "fixed_us", "raw_us", "fix/raw", "kernel_us",
-			    "user_us", "k/u");
-		for (const Config &c : configs) {
-			Result r = bench(c, kernel, userspace);
-
-			results.push_back(r);
-			if (r.skipped)
-				continue;
-			char k_us[16] = "absent", k_u[16] = "-";
-
-			if (kernel) {
-				std::snprintf(k_us, sizeof(k_us), "%.1f", r.kernel_us);
-				std::snprintf(k_u, sizeof(k_u), "%.2f", r.kernel_us / r.userspace_us);
-			}
-			std::printf("# %-6s %6zu %7zu %11.1f %11.1f %7.3f %11s %11.1f %7s\n",
-				    c.name, c.n, r.ranges, r.fixed_us, r.raw_us,
-				    r.fixed_us / r.raw_us, k_us, r.userspace_us, k_u);
-			std::fflush(stdout);
-		}
-	} catch (const std::exception &e) {
-		std::printf("not ok 1 lib_bench # %s\n", e.what());
-		return 1;
+	if (kernel) {
+		std::snprintf(k_us, sizeof(k_us), "%.1f", r.kernel_us);
+		std::snprintf(k_u, sizeof(k_u), "%.2f", r.kernel_us / r.userspace_us);
 	}
+	std::printf("# %-6s %6zu %7zu %11.1f %11.1f %7.3f %11s %11.1f %7s\n", r.c.name, r.c.n,
+		    r.ranges, r.fixed_us, r.raw_us, r.fixed_us / r.raw_us, k_us, r.userspace_us,
+		    k_u);
+	std::fflush(stdout);
+}
 
+/* The results as JSON, between the lines run-lib-bench.sh looks for. */
+void print_json(const std::vector<Result> &results, bool kernel, const char *release)
+{
 	std::printf("SVMBATCH-BENCH-JSON-BEGIN\n{\n  \"benchmark\": \"lib\",\n");
-	std::printf("  \"kernel\": \"%s\",\n  \"module\": %s,\n", u.release,
+	std::printf("  \"kernel\": \"%s\",\n  \"module\": %s,\n", release,
 		    kernel ? "true" : "false");
 	std::printf("  \"reps\": \"%d to %d, each result's own\",\n"
 		    "  \"statistic\": \"median\",\n  \"results\": [\n",
@@ -217,6 +189,43 @@ int main()
 			std::printf("\"kernel_register_us\": \"absent\", ");
 		std::printf("\"userspace_register_us\": %.3f}%s\n", r.userspace_us, sep);
 	}
-	std::printf("  ]\n}\nSVMBATCH-BENCH-JSON-END\nok 1 lib_bench\n");
+	std::printf("  ]\n}\nSVMBATCH-BENCH-JSON-END\n");
+}
+
+} // namespace
+
+int main()
+{
+	const Config configs[] = {
+		{16, 4096, "4KiB"},	{256, 4096, "4KiB"},  {2000, 4096, "4KiB"},
+		{16384, 4096, "4KiB"},	{16, 65536, "64KiB"}, {256, 65536, "64KiB"},
+		{2000, 65536, "64KiB"}, {16384, 65536, "64KiB"},
+	};
+	std::optional<svmbatch::Context> kernel;
+	svmbatch::Context userspace(svmbatch::Mode::Userspace);
+	std::vector<Result> results;
+	utsname u{};
+
+	std::printf("TAP version 13\n1..1\n");
+	::uname(&u);
+	try {
+		if (::access(svmbatch::Context::default_device, F_OK) == 0)
+			kernel.emplace(svmbatch::Mode::Kernel);
+		else
+			std::printf("# kernel mode absent: no %s\n", svmbatch::Context::default_device);
+		std::printf("# %-6s %6s %7s %11s %11s %7s %11s %11s %7s\n", "size", "N",
+			    "ranges", "fixed_us", "raw_us", "fix/raw", "kernel_us",
+			    "user_us", "k/u");
+		for (const Config &c : configs) {
+			results.push_back(bench(c, kernel, userspace));
+			if (!results.back().skipped)
+				print_row(results.back(), kernel.has_value());
+		}
+	} catch (const std::exception &e) {
+		std::printf("not ok 1 lib_bench # %s\n", e.what());
+		return 1;
+	}
+	print_json(results, kernel.has_value(), u.release);
+	std::printf("ok 1 lib_bench\n");
 	return 0;
 }

@@ -14,9 +14,11 @@
 #include <fstream>
 #include <functional>
 #include <memory>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <system_error>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -93,36 +95,39 @@ void plot(const std::string &dat, const std::string &png, const std::string &tit
 		throw std::runtime_error("gnuplot failed (apt-get install gnuplot-nox, or --no-plot)");
 }
 
-} // namespace
+using Region = std::unique_ptr<void, std::function<void(void *)>>;
 
-int bench(const BenchOptions &opt)
+/// One page-sized buffer every other page for n buffers, a PROT_NONE page
+/// after each: n ranges that never merge, in n separate VMAs.
+Region map_scattered_pages(unsigned n, std::size_t page)
 {
-	Context ctx;
-	const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-	unsigned max_n = *std::max_element(opt.batch_sizes.begin(), opt.batch_sizes.end());
-
-	// One 4 KiB buffer every other page: N ranges that never merge.
-	std::size_t len = 2 * page * max_n;
+	std::size_t len = 2 * page * n;
 	void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
 			 -1, 0);
 	if (m == MAP_FAILED)
 		throw std::system_error(errno, std::generic_category(), "mmap");
-	std::unique_ptr<void, std::function<void(void *)>> region(m, [len](void *p) { ::munmap(p, len); });
-	for (unsigned i = 0; i < max_n; i++)	/* guard pages: separate VMAs */
+	Region region(m, [len](void *p) { ::munmap(p, len); });
+	for (unsigned i = 0; i < n; i++)
 		::mprotect(static_cast<char *>(m) + (2 * i + 1) * page, page, PROT_NONE);
+	return region;
+}
 
+/// For each batch size N: one registration of the first N pages, against
+/// N registrations of one page each.
+std::vector<Point> measure(Context &ctx, const BenchOptions &opt, void *base, std::size_t page)
+{
 	std::vector<Point> points;
 	unsigned done = 0;
+	const auto total = static_cast<unsigned>(opt.batch_sizes.size());
+
 	for (unsigned n : opt.batch_sizes) {
 		if (opt.progress)
-			progress(done, static_cast<unsigned>(opt.batch_sizes.size()), n);
+			progress(done, total, n);
 		std::vector<Buffer> bufs;
 		for (unsigned i = 0; i < n; i++)
-			bufs.push_back({static_cast<char *>(m) + 2 * i * page, page});
+			bufs.push_back({static_cast<char *>(base) + 2 * i * page, page});
 		Point p{n};
-		auto [b, reps] = median_us([&] { (void)ctx.register_buffers(bufs); });
-		p.batch_us = b;
-		p.reps = reps;
+		std::tie(p.batch_us, p.reps) = median_us([&] { (void)ctx.register_buffers(bufs); });
 		p.single_us = median_us([&] {
 			for (const Buffer &buf : bufs)
 				(void)ctx.register_buffers(std::span<const Buffer>(&buf, 1));
@@ -132,10 +137,13 @@ int bench(const BenchOptions &opt)
 	}
 	if (opt.progress)
 		progress(done, done, points.back().n);
+	return points;
+}
 
-	struct utsname u {};
-	::uname(&u);
-	std::string base = opt.out_dir + "/bench-" + today();
+/// The table on stdout, base.json (with where it ran) and base.dat for gnuplot.
+void write_results(const std::vector<Point> &points, const Context &ctx, const utsname &u,
+		   const std::string &base)
+{
 	std::ofstream json(base + ".json");
 	json << "{\"what\": \"svmbatch bench: 4 KiB ranges, one registration of N vs N of one\", "
 	     << "\"mode\": " << json_string(mode_name(ctx.mode()))
@@ -159,6 +167,22 @@ int bench(const BenchOptions &opt)
 	if (!json || !dat)
 		throw std::runtime_error("cannot write " + base + ".json");
 	std::printf("wrote %s.json\n", base.c_str());
+}
+
+} // namespace
+
+int bench(const BenchOptions &opt)
+{
+	Context ctx;
+	const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+	unsigned max_n = *std::max_element(opt.batch_sizes.begin(), opt.batch_sizes.end());
+	Region region = map_scattered_pages(max_n, page);
+	std::vector<Point> points = measure(ctx, opt, region.get(), page);
+
+	struct utsname u {};
+	::uname(&u);
+	std::string base = opt.out_dir + "/bench-" + today();
+	write_results(points, ctx, u, base);
 	if (opt.plot) {
 		plot(base + ".dat", base + ".png",
 		     std::string("svmbatch, ") + mode_name(ctx.mode()) + " mode, " + u.release);
