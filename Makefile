@@ -218,7 +218,7 @@ uapi-check:
 ## checkpatch   checkpatch.pl --strict over the module, the header, the tools, the selftests
 checkpatch: ksrc
 	perl $(CHECKPATCH) --strict --no-tree --terse --show-types -f \
-		$(filter-out kmod/compat.h,$(wildcard kmod/*.c kmod/*.h)) \
+		$(filter-out kmod/compat.h,$(wildcard kmod/*.c kmod/*.h kmod/probes/*.c)) \
 		uapi/linux/svmbatch.h tools/uapi-check/*.c tools/bench/*.c
 	@# compat.h is the one place that may test the kernel version.
 	perl $(CHECKPATCH) --strict --no-tree --terse --show-types \
