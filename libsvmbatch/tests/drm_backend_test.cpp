@@ -121,8 +121,8 @@ protected:
 		 * of this process should be pinned now; wait for that, then
 		 * for quiet, before exact VmPin comparisons.
 		 */
-		(void)test::settled_vm_pin_kb(0);
-		(void)test::quiet_vm_pin_kb();
+		(void)test::settled_pinned_bytes(0);
+		(void)test::quiet_pinned_bytes();
 	}
 	std::optional<Context> ctx_;
 };
@@ -194,7 +194,7 @@ TEST_F(DrmBackendKernel, ReadOnlyBuffersAreRefusedByBidirectionalImport)
 {
 	std::vector<char> a(2 * page, 'r');
 	Buffer bufs[] = {{a.data(), a.size(), Access::ReadOnly}};
-	long before = test::vm_pin_kb();
+	std::uint64_t before = process_pinned_bytes();
 	std::optional<Registration> r(ctx_->register_buffers(bufs));
 
 	Error e = expect_error([&] { (void)r->map(*vgem_); });
@@ -202,32 +202,32 @@ TEST_F(DrmBackendKernel, ReadOnlyBuffersAreRefusedByBidirectionalImport)
 	EXPECT_EQ(e.step(), Step::GpuMap);
 	EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
 	r.reset();
-	EXPECT_EQ(test::vm_pin_kb(), before);
+	EXPECT_EQ(process_pinned_bytes(), before);
 }
 
 TEST_F(DrmBackendKernel, TheImportKeepsThePagesUntilTheMappingEnds)
 {
 	std::vector<char> a(4 * page), b(page);
 	Buffer bufs[] = {{a.data(), a.size()}, {b.data(), b.size()}};
-	long before = test::vm_pin_kb();
+	std::uint64_t before = process_pinned_bytes();
 	std::optional<Registration> r(ctx_->register_buffers(bufs));
-	const long pinned_kb = static_cast<long>(r->pages() * page / 1024);
+	const std::uint64_t pinned = r->pages() * page;
 	GpuMapping m = r->map(*vgem_);
 	GpuMapping second = r->map(*vgem_);
 	std::uint32_t handle = m.object_handle();
 
 	EXPECT_NE(second.object_handle(), handle) << "each map() is its own import";
-	EXPECT_EQ(test::vm_pin_kb(), before + pinned_kb);
+	EXPECT_EQ(process_pinned_bytes(), before + pinned);
 	r.reset();			/* unregister first: the imports hold the pages */
-	EXPECT_EQ(test::vm_pin_kb(), before + pinned_kb);
+	EXPECT_EQ(process_pinned_bytes(), before + pinned);
 	second.reset();
-	EXPECT_EQ(test::vm_pin_kb(), before + pinned_kb);
+	EXPECT_EQ(process_pinned_bytes(), before + pinned);
 
 	GpuMapping moved = std::move(m);
 	EXPECT_FALSE(m);
 	EXPECT_EQ(moved.object_handle(), handle);
 	moved.reset();			/* GEM handle closed: the last reference */
-	EXPECT_EQ(test::vm_pin_kb(), before);
+	EXPECT_EQ(process_pinned_bytes(), before);
 	int fd = -1;
 	EXPECT_NE(drmPrimeHandleToFD(vgem_->fd(), handle, DRM_CLOEXEC, &fd), 0);
 	EXPECT_EQ(errno, ENOENT) << "the GEM handle outlived its mapping";

@@ -83,22 +83,6 @@ bool own_memlock_account()
 	return test::drop_cap_ipc_lock();
 }
 
-/*
- * VmPin once it is at most want (or after timeout_ms).  A ring's pages are
- * uncharged from a worker after it exits (on 6.1 much later), and charges
- * an earlier test left may drop meanwhile: so "at most", not "equal".
- */
-long vm_pin_settled_at_most(long want, int timeout_ms = 10000)
-{
-	long kb = test::vm_pin_kb();
-
-	for (int waited = 0; kb > want && waited < timeout_ms; waited += 10) {
-		::usleep(10 * 1000);
-		kb = test::vm_pin_kb();
-	}
-	return kb;
-}
-
 bool matches_file(const char *p, std::size_t len, off_t off)
 {
 	for (std::size_t k = 0; k < len; k++)
@@ -113,7 +97,7 @@ protected:
 	{
 		if (test::mode_under_test() == Mode::Kernel && !test::kernel_available())
 			GTEST_SKIP() << "kernel mode: no /dev/svmbatch";
-		pin_ = test::vm_pin_kb();
+		pin_ = process_pinned_bytes();
 	}
 	/*
 	 * The rings are gone: wait for their pages to be uncharged, so that
@@ -121,12 +105,13 @@ protected:
 	 */
 	void TearDown() override
 	{
-		if (pin_ >= 0) {
-			EXPECT_LE(vm_pin_settled_at_most(pin_), pin_) << "io_uring pins left behind";
+		if (pin_) {
+			EXPECT_LE(test::pinned_bytes_at_most(*pin_), *pin_)
+				<< "io_uring pins left behind";
 		}
 	}
 	Context ctx_ = test::make_context();
-	long pin_ = -1;
+	std::optional<std::uint64_t> pin_;
 };
 
 TEST_F(FixedBuffersTest, ReadAndWriteFixedThroughEverySlice)
@@ -313,7 +298,7 @@ TEST_F(FixedBuffersTest, FailureOfTheKthUpdateUndoesTheOthers)
 			rlimit lim{k * piece + piece / 2, k * piece + piece / 2};
 			if (::setrlimit(RLIMIT_MEMLOCK, &lim))
 				return 11;
-			long pin = test::vm_pin_kb();
+			std::uint64_t pin = process_pinned_bytes();
 			{
 				test::Ring ring;	/* created without CAP_IPC_LOCK: it charges */
 				if (io_uring_register_buffers_sparse(&ring.get(), 16))
@@ -347,7 +332,7 @@ TEST_F(FixedBuffersTest, FailureOfTheKthUpdateUndoesTheOthers)
 				}
 			}
 			/* io_uring uncharges from a worker once the ring is gone. */
-			return test::settled_vm_pin_kb(pin) == pin ? 0 : 16;
+			return test::settled_pinned_bytes(pin) == pin ? 0 : 16;
 		});
 		EXPECT_EQ(status, 0) << "k = " << k << ": child check " << status << " failed";
 	}
@@ -458,7 +443,7 @@ TEST_F(FixedBuffersTest, EitherMayBeDestroyedFirst)
 {
 	Anon mem(4 * page);
 	test::ScratchFile file(page);
-	long pin = test::vm_pin_kb();
+	std::uint64_t pin = process_pinned_bytes();
 
 	for (bool registration_first : {true, false}) {
 		std::optional<test::Ring> ring(std::in_place);
@@ -474,7 +459,7 @@ TEST_F(FixedBuffersTest, EitherMayBeDestroyedFirst)
 		fixed.reset();
 		reg.reset();
 		ring.reset();
-		EXPECT_LE(vm_pin_settled_at_most(pin), pin)
+		EXPECT_LE(test::pinned_bytes_at_most(pin), pin)
 			<< "registration first: " << registration_first;
 	}
 }

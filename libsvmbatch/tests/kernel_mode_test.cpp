@@ -12,7 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <cstdlib>
-#include <fstream>
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -31,15 +31,10 @@ namespace {
 const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
 /* The module's gauges (debugfs stats): what must not move on failure. */
-std::map<std::string, long long> module_gauges()
+std::map<std::string, std::uint64_t> module_gauges()
 {
-	std::ifstream f("/sys/kernel/debug/svmbatch/stats");
-	std::map<std::string, long long> all, gauges;
-	std::string name;
-	long long value;
+	std::map<std::string, std::uint64_t> all = read_module_stats(), gauges;
 
-	while (f >> name >> value)
-		all[name] = value;
 	for (const char *g : {"contexts", "registrations", "pinned_pages", "meta_bytes"})
 		if (all.count(g))
 			gauges[g] = all[g];
@@ -52,7 +47,7 @@ protected:
 	{
 		SVMBATCH_SKIP_UNLESS_KERNEL_MODE();
 		ctx_.emplace(Mode::Kernel);
-		(void)test::quiet_vm_pin_kb();	/* earlier io_uring teardowns */
+		(void)test::quiet_pinned_bytes();	/* earlier io_uring teardowns */
 	}
 	std::optional<Context> ctx_;
 };
@@ -61,20 +56,20 @@ TEST_F(KernelModeTest, RegistrationIsCountedInVmPinAndTheModule)
 {
 	std::vector<char> mem(64 * page);
 	auto before = module_gauges();
-	long pin = test::vm_pin_kb();
+	std::uint64_t pin = process_pinned_bytes();
 
 	ASSERT_FALSE(before.empty()) << "debugfs stats missing";
 	{
 		Registration r = ctx_->register_buffers(
 			std::vector<Buffer>{{mem.data() + 1, 40 * page}});
-		EXPECT_EQ(test::vm_pin_kb() - pin,
-			  static_cast<long>(r.pages() * page / 1024));
+		EXPECT_EQ(process_pinned_bytes() - pin,
+			  r.pages() * page);
 		auto during = module_gauges();
 		EXPECT_EQ(during["registrations"], before["registrations"] + 1);
 		EXPECT_EQ(during["pinned_pages"],
-			  before["pinned_pages"] + static_cast<long long>(r.pages()));
+			  before["pinned_pages"] + r.pages());
 	}
-	EXPECT_EQ(test::vm_pin_kb(), pin);
+	EXPECT_EQ(process_pinned_bytes(), pin);
 	EXPECT_EQ(module_gauges(), before);
 }
 
@@ -97,7 +92,7 @@ TEST_F(KernelModeTest, AFailingBatchLeavesNothingBehind)
 	b.insert(b.begin() + 321, Buffer{hole, 8});
 
 	auto before = module_gauges();
-	long pin = test::vm_pin_kb();
+	std::uint64_t pin = process_pinned_bytes();
 	try {
 		Registration r = ctx_->register_buffers(b);
 		FAIL() << "a batch with a hole registered";
@@ -105,7 +100,7 @@ TEST_F(KernelModeTest, AFailingBatchLeavesNothingBehind)
 		EXPECT_EQ(e.err(), EFAULT);
 		EXPECT_EQ(e.buffer_index(), 321u);
 	}
-	EXPECT_EQ(test::vm_pin_kb(), pin);
+	EXPECT_EQ(process_pinned_bytes(), pin);
 	EXPECT_EQ(module_gauges(), before);
 }
 
@@ -177,12 +172,12 @@ TEST_F(KernelModeTest, DmaBufHoldsTheBuffersInRangeOrder)
 	::munmap(map, d.size());
 
 	/* The dma-buf outlives the registration; the pages stay pinned. */
-	long pin = test::vm_pin_kb();
+	std::uint64_t pin = process_pinned_bytes();
 	std::uint64_t pages = r.pages();
 	r.reset();
-	EXPECT_EQ(test::vm_pin_kb(), pin);
+	EXPECT_EQ(process_pinned_bytes(), pin);
 	d = DmaBuf();
-	EXPECT_EQ(test::vm_pin_kb(), pin - static_cast<long>(pages * page / 1024));
+	EXPECT_EQ(process_pinned_bytes(), pin - pages * page);
 }
 
 /*
@@ -215,9 +210,9 @@ TEST(ScatteredReadFixed, TwoThousandBuffersGetTheFileByteForByte)
 	Registration reg = ctx.register_buffers(b);
 	test::Ring ring(128);
 	FixedBuffers fixed = reg.register_fixed(ring.get());
-	long pin_with_both = test::vm_pin_kb();
+	std::uint64_t pin_with_both = process_pinned_bytes();
 
-	EXPECT_GT(pin_with_both, 0);
+	EXPECT_GT(pin_with_both, 0u);
 	std::size_t submitted = 0, completed = 0, next = 0;
 	std::vector<std::size_t> offsets(n);	/* buffer i holds file[offsets[i]..] */
 	for (std::size_t i = 1; i < n; i++)

@@ -75,19 +75,19 @@ protected:
 		if (test::mode_under_test() == Mode::Kernel &&
 		    !test::kernel_available())
 			GTEST_SKIP() << "kernel mode: no /dev/svmbatch";
-		pin_before_ = test::quiet_vm_pin_kb();	/* earlier io_uring teardowns */
+		pin_before_ = test::quiet_pinned_bytes();	/* earlier io_uring teardowns */
 	}
 	/* "Nothing left behind" after every test, as after every failure. */
 	void TearDown() override
 	{
 		if (!IsSkipped()) {
-			EXPECT_EQ(test::vm_pin_kb(), pin_before_);
+			EXPECT_EQ(process_pinned_bytes(), pin_before_);
 		}
 	}
-	void expect_nothing_pinned() { EXPECT_EQ(test::vm_pin_kb(), pin_before_); }
+	void expect_nothing_pinned() { EXPECT_EQ(process_pinned_bytes(), pin_before_); }
 
 	Context ctx_ = test::make_context();
-	long pin_before_ = 0;
+	std::uint64_t pin_before_ = 0;
 };
 
 TEST_F(RegistrationTest, ScatteredMallocBuffersMapBackToTheirRanges)
@@ -123,8 +123,8 @@ TEST_F(RegistrationTest, ScatteredMallocBuffersMapBackToTheirRanges)
 	if (reg.mode() == Mode::Kernel) {
 		EXPECT_NE(reg.handle(), 0u);
 		EXPECT_EQ(reg.pinned_pages(), reg.pages());
-		EXPECT_EQ(test::vm_pin_kb() - pin_before_,
-			  static_cast<long>(reg.pages() * page / 1024));
+		EXPECT_EQ(process_pinned_bytes() - pin_before_,
+			  reg.pages() * page);
 	} else {
 		EXPECT_EQ(reg.handle(), 0u);
 		EXPECT_EQ(reg.pinned_pages(), 0u);
@@ -339,8 +339,8 @@ TEST_F(RegistrationTest, MemoryUnmappedWhileRegisteredIsReleasedLater)
 	}
 	/* The mapping is gone; in kernel mode the pages stay pinned. */
 	if (r->mode() == Mode::Kernel) {
-		EXPECT_EQ(test::vm_pin_kb() - pin_before_,
-			  static_cast<long>(16 * page / 1024));
+		EXPECT_EQ(process_pinned_bytes() - pin_before_,
+			  16 * page);
 	}
 	r.reset();
 }

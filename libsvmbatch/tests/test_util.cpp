@@ -9,7 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string_view>
 #include <vector>
@@ -35,41 +35,28 @@ bool kernel_available()
 	return ::access(Context::default_device, F_OK) == 0;
 }
 
-long vm_pin_kb()
+std::uint64_t settled_pinned_bytes(std::uint64_t want, int timeout_ms)
 {
-	std::ifstream status("/proc/self/status");
-	std::string line;
-
-	while (std::getline(status, line))
-		if (line.rfind("VmPin:", 0) == 0)
-			return std::strtol(line.c_str() + 6, nullptr, 10);
-	return -1;
+	return pinned_bytes_when([want](std::uint64_t b) { return b == want; }, timeout_ms);
 }
 
-long settled_vm_pin_kb(long want, int timeout_ms)
+std::uint64_t pinned_bytes_at_most(std::uint64_t want, int timeout_ms)
 {
-	long kb = vm_pin_kb();
-
-	for (int waited = 0; kb != want && waited < timeout_ms; waited += 10) {
-		::usleep(10 * 1000);
-		kb = vm_pin_kb();
-	}
-	return kb;
+	return pinned_bytes_when([want](std::uint64_t b) { return b <= want; }, timeout_ms);
 }
 
-long quiet_vm_pin_kb(int quiet_ms, int timeout_ms)
+std::uint64_t quiet_pinned_bytes(int quiet_ms, int timeout_ms)
 {
-	long kb = vm_pin_kb();
+	std::optional<std::uint64_t> last;	/* none before the first look */
 	int still = 0;
 
-	for (int waited = 0; still < quiet_ms && waited < timeout_ms; waited += 10) {
-		::usleep(10 * 1000);
-		long now = vm_pin_kb();
-
-		still = now == kb ? still + 10 : 0;
-		kb = now;
-	}
-	return kb;
+	return pinned_bytes_when(
+		[&](std::uint64_t now) {
+			still = last && now == *last ? still + 10 : 0;
+			last = now;
+			return still >= quiet_ms;
+		},
+		timeout_ms);
 }
 
 Ring::Ring(unsigned entries)

@@ -43,16 +43,24 @@ bool kernel_available();
 			GTEST_SKIP() << "no /dev/svmbatch";                                  \
 	} while (0)
 
-/// VmPin of this process in kB (mm->pinned_vm).
-long vm_pin_kb();
+/// process_pinned_bytes() once done(it) holds, or after timeout_ms (then
+/// the last value): io_uring drops its pins from a worker after a ring
+/// exits, so VmPin settles later.
+template <typename Done> std::uint64_t pinned_bytes_when(Done done, int timeout_ms);
 
-/// VmPin once it equals want, or after timeout_ms: io_uring drops its
-/// pins from a worker after the ring exits, so its VmPin settles later.
-long settled_vm_pin_kb(long want, int timeout_ms = 5000);
+/// process_pinned_bytes() once it equals want (or after timeout_ms).
+std::uint64_t settled_pinned_bytes(std::uint64_t want, int timeout_ms = 5000);
 
-/// VmPin once it has not changed for quiet_ms (at most timeout_ms): lets
-/// an earlier test's io_uring teardown finish before exact comparisons.
-long quiet_vm_pin_kb(int quiet_ms = 200, int timeout_ms = 5000);
+/// process_pinned_bytes() once it is at most want (or after timeout_ms).  A
+/// ring's pages are uncharged from a worker after it exits (on 6.1 much
+/// later), and charges an earlier test left may drop meanwhile: so "at
+/// most", not "equal".
+std::uint64_t pinned_bytes_at_most(std::uint64_t want, int timeout_ms = 10000);
+
+/// process_pinned_bytes() once it has not changed for quiet_ms (at most
+/// timeout_ms): lets an earlier test's io_uring teardown finish before
+/// exact comparisons.
+std::uint64_t quiet_pinned_bytes(int quiet_ms = 200, int timeout_ms = 5000);
 
 /// One io_uring, exited on destruction.
 class Ring {

@@ -21,6 +21,7 @@ enum class Step {
 	Export,		///< EXPORT_DMABUF
 	GpuOpen,	///< a GpuBackend loading its driver and finding its device
 	GpuMap,		///< a GpuBackend mapping the buffers
+	Diagnostics,	///< reading VmPin or the module's stats (diagnostics.hpp)
 };
 
 /// Name of a step, for messages ("register", "io_uring-register", ...).

@@ -24,6 +24,8 @@ const char *step_name(Step step) noexcept
 		return "gpu-open";
 	case Step::GpuMap:
 		return "gpu-map";
+	case Step::Diagnostics:
+		return "diagnostics";
 	}
 	return "unknown";
 }
