@@ -1,29 +1,32 @@
 // SPDX-License-Identifier: MIT
 // scatter_read: the job svmbatch exists for.  Allocate many scattered
 // buffers, register them in one call, hand them to io_uring as fixed
-// buffers, read a file into all of them with READ_FIXED, verify every byte.
+// buffers, read a file into all of them with READ_FIXED, verify every byte,
+// and see a batch with one bad buffer fail as a whole.
 //
 //   scatter_read [--mode auto|kernel|userspace] [--buffers N] [--dir DIR]
 //
 // With SVMBATCH_TAP=1 (the guest runner) it also prints a one-test TAP
-// stream.  Exit status: 0 when every byte matched.
+// stream.  Exit status: 0 when every byte matched and the bad batch failed
+// as it should.
 #include <liburing.h>
 #include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include <svmbatch/diagnostics.hpp>
 #include <svmbatch/svmbatch.hpp>
 
 namespace {
@@ -41,25 +44,44 @@ struct FreeDeleter {
 };
 using MallocPtr = std::unique_ptr<char, FreeDeleter>;
 
+/// The caller's buffers: where each one lives and which bytes of the file
+/// it receives (buffer i gets file[offsets[i] .. offsets[i] + len)).
+struct ScatteredBuffers {
+	std::vector<MallocPtr> mem, spacers;
+	std::vector<svmbatch::Buffer> list;
+	std::vector<std::size_t> offsets;
+	std::size_t total = 0;
+};
+
 double ms_since(Clock::time_point t0)
 {
 	return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
 }
 
+/// This process's VmPin in kB: what the kernel charges for pinned pages.
+long long pinned_kb()
+{
+	return static_cast<long long>(svmbatch::process_pinned_bytes() / 1024);
+}
+
+/// The byte the file holds at offset off.
 std::uint8_t pattern(std::uint64_t off)
 {
 	return static_cast<std::uint8_t>((off * 2654435761u) >> 13);
 }
 
-long vm_pin_kb()
+std::string human(double bytes)
 {
-	std::ifstream status("/proc/self/status");
-	std::string line;
+	const char *unit[] = {"B", "KiB", "MiB", "GiB"};
+	int u = 0;
+	char buf[32];
 
-	while (std::getline(status, line))
-		if (line.rfind("VmPin:", 0) == 0)
-			return std::strtol(line.c_str() + 6, nullptr, 10);
-	return -1;
+	while (bytes >= 1024 && u < 3) {
+		bytes /= 1024;
+		u++;
+	}
+	std::snprintf(buf, sizeof(buf), "%.1f %s", bytes, unit[u]);
+	return buf;
 }
 
 [[noreturn]] void usage(const char *argv0)
@@ -98,8 +120,77 @@ Options parse(int argc, char **argv)
 	return o;
 }
 
+/*
+ * Step 1: n malloc'd buffers of 4 KiB .. 1 MiB (log-normal around 64 KiB),
+ * with a small allocation between each two so that they do not touch.
+ */
+ScatteredBuffers allocate(std::size_t n)
+{
+	std::mt19937 rng(2026);
+	std::lognormal_distribution<double> size_dist(std::log(64.0 * 1024), 1.2);
+	ScatteredBuffers b;
+
+	for (std::size_t i = 0; i < n; i++) {
+		auto len = static_cast<std::size_t>(
+			std::clamp(size_dist(rng), 4096.0, 1048576.0));
+
+		b.mem.emplace_back(static_cast<char *>(std::malloc(len)));
+		b.spacers.emplace_back(static_cast<char *>(std::malloc(64 + rng() % 4096)));
+		if (!b.mem.back() || !b.spacers.back())
+			throw std::bad_alloc();
+		b.list.push_back({b.mem.back().get(), len});
+		b.offsets.push_back(b.total);
+		b.total += len;
+	}
+	return b;
+}
+
+void print_setup(const svmbatch::Context &ctx, const ScatteredBuffers &b)
+{
+	const svmbatch::Info &info = ctx.info();
+
+	std::printf("svmbatch scatter_read\n");
+	std::printf("  mode               %s (%s)\n", svmbatch::mode_name(ctx.mode()),
+		    info.reason.c_str());
+	if (ctx.mode() == svmbatch::Mode::Kernel)
+		std::printf("  module             ABI %u, max %u ranges, features 0x%llx\n",
+			    info.abi_version, info.max_ranges,
+			    static_cast<unsigned long long>(info.features));
+	std::printf("  buffers            %zu malloc'd, 4 KiB .. 1 MiB, %s in all\n",
+		    b.list.size(), human(static_cast<double>(b.total)).c_str());
+}
+
+/*
+ * Step 2: register every buffer in one call, after registering them one
+ * call each for comparison (first, so that both see the same faulted-in
+ * memory).
+ */
+svmbatch::Registration register_buffers(svmbatch::Context &ctx, const ScatteredBuffers &b)
+{
+	auto t0 = Clock::now();
+	for (const svmbatch::Buffer &x : b.list)
+		(void)ctx.register_buffers(std::span(&x, 1));
+	double single_ms = ms_since(t0);
+
+	long long pin_before = pinned_kb();
+	t0 = Clock::now();
+	svmbatch::Registration reg = ctx.register_buffers(b.list);
+	double batch_ms = ms_since(t0);
+
+	std::printf("  ranges             %zu buffers -> %zu ranges after merging\n",
+		    b.list.size(), reg.ranges().size());
+	std::printf("  pages              %llu covered, %llu pinned by the module, VmPin +%lld kB\n",
+		    static_cast<unsigned long long>(reg.pages()),
+		    static_cast<unsigned long long>(reg.pinned_pages()),
+		    pinned_kb() - pin_before);
+	std::printf("  register           %8.2f ms in one call\n", batch_ms);
+	std::printf("                     %8.2f ms in %zu calls (%.1fx)\n", single_ms,
+		    b.list.size(), single_ms / batch_ms);
+	return reg;
+}
+
 /* A file of len pattern bytes, unlinked at once (the fd keeps it). */
-int make_file(const std::string &dir, std::size_t len)
+int write_pattern_file(const std::string &dir, std::size_t len)
 {
 	std::string tmpl = dir + "/scatter_read-XXXXXX";
 	std::vector<char> name(tmpl.begin(), tmpl.end());
@@ -128,22 +219,18 @@ int make_file(const std::string &dir, std::size_t len)
  * Read file[offsets[i]..] into every buffer with READ_FIXED, queue depth
  * 64, resubmitting the rest of a short read.  Returns 0 or -errno.
  */
-int read_all(io_uring &ring, int fd, const svmbatch::FixedBuffers &fixed,
-	     const std::vector<std::size_t> &offsets)
+int read_fixed(io_uring &ring, int fd, const svmbatch::FixedBuffers &fixed,
+	       const std::vector<std::size_t> &offsets)
 {
-	struct Pending {
-		std::size_t done = 0;
-	};
-	std::vector<Pending> state(fixed.size());
+	std::vector<std::size_t> done(fixed.size());
 	std::size_t next = 0, inflight = 0, finished = 0;
 	auto submit = [&](std::size_t i) {
 		io_uring_sqe *sqe = io_uring_get_sqe(&ring);
 		const svmbatch::FixedSlice &s = fixed[i];
-		std::size_t done = state[i].done;
 
-		io_uring_prep_read_fixed(sqe, fd, static_cast<char *>(s.addr) + done,
-					 static_cast<unsigned>(s.len - done),
-					 offsets[i] + done, static_cast<int>(s.index));
+		io_uring_prep_read_fixed(sqe, fd, static_cast<char *>(s.addr) + done[i],
+					 static_cast<unsigned>(s.len - done[i]),
+					 offsets[i] + done[i], static_cast<int>(s.index));
 		io_uring_sqe_set_data64(sqe, i);
 		inflight++;
 	};
@@ -163,8 +250,8 @@ int read_all(io_uring &ring, int fd, const svmbatch::FixedBuffers &fixed,
 			inflight--;
 			if (cqe->res <= 0)
 				return cqe->res ? cqe->res : -EIO;
-			state[i].done += static_cast<std::size_t>(cqe->res);
-			if (state[i].done < fixed[i].len)
+			done[i] += static_cast<std::size_t>(cqe->res);
+			if (done[i] < fixed[i].len)
 				submit(i);	/* short read: the rest */
 			else
 				finished++;
@@ -174,140 +261,98 @@ int read_all(io_uring &ring, int fd, const svmbatch::FixedBuffers &fixed,
 	return 0;
 }
 
-std::string human(double bytes)
+/*
+ * Step 3: the same buffers as io_uring fixed buffers, a file of pattern
+ * bytes, and the file read into all of them.  True when every read
+ * completed.
+ */
+bool read_file(const svmbatch::Registration &reg, const ScatteredBuffers &b,
+	       const std::string &dir)
 {
-	const char *unit[] = {"B", "KiB", "MiB", "GiB"};
-	int u = 0;
-	char buf[32];
-
-	while (bytes >= 1024 && u < 3) {
-		bytes /= 1024;
-		u++;
+	io_uring ring;
+	if (int ret = io_uring_queue_init(128, &ring, 0); ret < 0) {
+		std::fprintf(stderr, "io_uring_queue_init: %s\n", std::strerror(-ret));
+		return false;
 	}
-	std::snprintf(buf, sizeof(buf), "%.1f %s", bytes, unit[u]);
-	return buf;
+	std::unique_ptr<io_uring, void (*)(io_uring *)> ring_owner(&ring, io_uring_queue_exit);
+
+	long long pin_before = pinned_kb();
+	auto t0 = Clock::now();
+	svmbatch::FixedBuffers fixed = reg.register_fixed(ring);
+	double fixed_ms = ms_since(t0);
+	/* io_uring pins (and charges) the pages again, in either mode. */
+	std::printf("  io_uring           %8.2f ms for %u fixed buffers, VmPin +%lld kB\n",
+		    fixed_ms, fixed.nr_slots(), pinned_kb() - pin_before);
+
+	int fd = write_pattern_file(dir, b.total);
+	if (fd < 0) {
+		std::fprintf(stderr, "cannot write a %s file in %s\n",
+			     human(static_cast<double>(b.total)).c_str(), dir.c_str());
+		return false;
+	}
+	t0 = Clock::now();
+	int ret = read_fixed(ring, fd, fixed, b.offsets);
+	double read_ms = ms_since(t0);
+	::close(fd);
+	if (ret) {
+		std::fprintf(stderr, "READ_FIXED: %s\n", std::strerror(-ret));
+		return false;
+	}
+	std::printf("  READ_FIXED         %8.2f ms, %.0f MB/s (page cache)\n", read_ms,
+		    static_cast<double>(b.total) / read_ms / 1e3);
+	return true;
+}
+
+/* Step 4: every byte of every buffer is the file's byte at its offset. */
+bool verify(const ScatteredBuffers &b)
+{
+	std::size_t bad = 0;
+
+	for (std::size_t i = 0; i < b.list.size(); i++) {
+		const auto *p = static_cast<const std::uint8_t *>(b.list[i].ptr);
+
+		for (std::size_t k = 0; k < b.list[i].len; k++)
+			bad += p[k] != pattern(b.offsets[i] + k);
+	}
+	std::printf("  verify             %zu bytes: %s\n", b.total, bad ? "MISMATCH" : "OK");
+	return !bad;
+}
+
+/*
+ * Step 5, all or nothing: one unmapped buffer fails the whole batch with
+ * EFAULT at its index, and nothing stays pinned.
+ */
+bool bad_batch_fails(svmbatch::Context &ctx, const ScatteredBuffers &b)
+{
+	const std::size_t bad = b.list.size() / 2;
+	std::vector<svmbatch::Buffer> broken = b.list;
+	broken[bad] = {reinterpret_cast<void *>(4096), 8};	// NOLINT(performance-no-int-to-ptr): an unmapped page on purpose
+	long long pin_before = pinned_kb();
+
+	try {
+		(void)ctx.register_buffers(broken);
+	} catch (const svmbatch::Error &e) {
+		long long pin_change = pinned_kb() - pin_before;
+
+		std::printf("  bad batch          %s at buffer %zu, VmPin %+lld kB\n",
+			    std::strerror(e.err()), e.buffer_index(), pin_change);
+		return e.err() == EFAULT && e.buffer_index() == bad && pin_change == 0;
+	}
+	std::printf("  bad batch          registered?! (expected EFAULT)\n");
+	return false;
 }
 
 int run(const Options &o)
 {
 	svmbatch::Context ctx(o.mode);
-	const svmbatch::Info &info = ctx.info();
-	std::mt19937 rng(2026);
-	std::lognormal_distribution<double> size_dist(std::log(64.0 * 1024), 1.2);
-	std::vector<MallocPtr> mem, spacers;
-	std::vector<svmbatch::Buffer> b;
-	std::vector<std::size_t> offsets;
-	std::size_t total = 0;
+	ScatteredBuffers buffers = allocate(o.buffers);
 
-	for (std::size_t i = 0; i < o.buffers; i++) {
-		auto len = static_cast<std::size_t>(
-			std::clamp(size_dist(rng), 4096.0, 1048576.0));
-
-		mem.emplace_back(static_cast<char *>(std::malloc(len)));
-		spacers.emplace_back(static_cast<char *>(std::malloc(64 + rng() % 4096)));
-		if (!mem.back() || !spacers.back())
-			throw std::bad_alloc();
-		b.push_back({mem.back().get(), len});
-		offsets.push_back(total);
-		total += len;
-	}
-
-	std::printf("svmbatch scatter_read\n");
-	std::printf("  mode               %s (%s)\n", svmbatch::mode_name(ctx.mode()),
-		    info.reason.c_str());
-	if (ctx.mode() == svmbatch::Mode::Kernel)
-		std::printf("  module             ABI %u, max %u ranges, features 0x%llx\n",
-			    info.abi_version, info.max_ranges,
-			    static_cast<unsigned long long>(info.features));
-	std::printf("  buffers            %zu malloc'd, 4 KiB .. 1 MiB, %s in all\n",
-		    b.size(), human(static_cast<double>(total)).c_str());
-
-	/* One buffer per call first, so both see the same (faulted) memory. */
-	auto t0 = Clock::now();
-	for (const svmbatch::Buffer &x : b)
-		(void)ctx.register_buffers(std::span(&x, 1));
-	double single_ms = ms_since(t0);
-
-	long pin_before = vm_pin_kb();
-	t0 = Clock::now();
-	svmbatch::Registration reg = ctx.register_buffers(b);
-	double batch_ms = ms_since(t0);
-	long pin_during = vm_pin_kb();
-
-	std::printf("  ranges             %zu buffers -> %zu ranges after merging\n",
-		    b.size(), reg.ranges().size());
-	std::printf("  pages              %llu covered, %llu pinned by the module, VmPin +%ld kB\n",
-		    static_cast<unsigned long long>(reg.pages()),
-		    static_cast<unsigned long long>(reg.pinned_pages()),
-		    pin_during - pin_before);
-	std::printf("  register           %8.2f ms in one call\n", batch_ms);
-	std::printf("                     %8.2f ms in %zu calls (%.1fx)\n", single_ms,
-		    b.size(), single_ms / batch_ms);
-
-	io_uring ring;
-	if (int ret = io_uring_queue_init(128, &ring, 0); ret < 0) {
-		std::fprintf(stderr, "io_uring_queue_init: %s\n", std::strerror(-ret));
-		return 1;
-	}
-	int status = 0;
-	{
-		long pin0 = vm_pin_kb();
-		t0 = Clock::now();
-		svmbatch::FixedBuffers fixed = reg.register_fixed(ring);
-		double fixed_ms = ms_since(t0);
-		/* io_uring pins (and charges) the pages again, in either mode. */
-		std::printf("  io_uring           %8.2f ms for %u fixed buffers, VmPin +%ld kB\n",
-			    fixed_ms, fixed.nr_slots(), vm_pin_kb() - pin0);
-
-		int fd = make_file(o.dir, total);
-		if (fd < 0) {
-			std::fprintf(stderr, "cannot write a %s file in %s\n",
-				     human(static_cast<double>(total)).c_str(), o.dir.c_str());
-			status = 1;
-		} else {
-			t0 = Clock::now();
-			int ret = read_all(ring, fd, fixed, offsets);
-			double read_ms = ms_since(t0);
-			::close(fd);
-			if (ret) {
-				std::fprintf(stderr, "READ_FIXED: %s\n", std::strerror(-ret));
-				status = 1;
-			} else {
-				std::printf("  READ_FIXED         %8.2f ms, %.0f MB/s (page cache)\n",
-					    read_ms, static_cast<double>(total) / read_ms / 1e3);
-			}
-		}
-	}
-	io_uring_queue_exit(&ring);
-
-	std::size_t bad = 0;
-	for (std::size_t i = 0; i < b.size() && !status; i++) {
-		const auto *p = static_cast<const std::uint8_t *>(b[i].ptr);
-
-		for (std::size_t k = 0; k < b[i].len; k++)
-			bad += p[k] != pattern(offsets[i] + k);
-	}
-	if (!status)
-		std::printf("  verify             %zu bytes: %s\n", total,
-			    bad ? "MISMATCH" : "OK");
-	status |= bad != 0;
-
-	/* All or nothing: one unmapped buffer fails the whole batch. */
+	print_setup(ctx, buffers);
+	svmbatch::Registration reg = register_buffers(ctx, buffers);
+	bool ok = read_file(reg, buffers, o.dir) && verify(buffers);
 	reg.reset();
-	std::vector<svmbatch::Buffer> broken = b;
-	broken[b.size() / 2] = {reinterpret_cast<void *>(4096), 8};	// NOLINT(performance-no-int-to-ptr): an unmapped page on purpose
-	long pin0 = vm_pin_kb();
-	try {
-		(void)ctx.register_buffers(broken);
-		std::printf("  bad batch          registered?! (expected EFAULT)\n");
-		status = 1;
-	} catch (const svmbatch::Error &e) {
-		std::printf("  bad batch          %s at buffer %zu, VmPin %+ld kB\n",
-			    std::strerror(e.err()), e.buffer_index(), vm_pin_kb() - pin0);
-		status |= e.err() != EFAULT || e.buffer_index() != b.size() / 2 ||
-			  vm_pin_kb() != pin0;
-	}
-	return status;
+	ok = bad_batch_fails(ctx, buffers) && ok;
+	return ok ? 0 : 1;
 }
 
 } // namespace
