@@ -21,10 +21,10 @@
 #include "svmbatch_priv.h"
 
 /* Ranges copied from user space per copy_from_user() when packed. */
-#define SVMBATCH_COPY_BATCH	8
+#define SVMBATCH_COPY_BATCH 8
 
 /* Pin attempts of one REGISTER when invalidations race the pin. */
-#define SVMBATCH_PIN_ATTEMPTS	4
+#define SVMBATCH_PIN_ATTEMPTS 4
 
 /* Check one range on its own; on success store it as a record. */
 static int svmbatch_check_range(const struct svmbatch_range *r,
@@ -68,7 +68,8 @@ static int svmbatch_copy_ranges(struct svmbatch_reg *reg,
 	for (i = 0; i < reg->nr_ranges; i += n) {
 		u32 j;
 
-		n = packed ? min_t(u32, reg->nr_ranges - i, ARRAY_SIZE(buf)) : 1;
+		n = packed ? min_t(u32, reg->nr_ranges - i, ARRAY_SIZE(buf)) :
+			     1;
 		if (svmbatch_should_fail())
 			return -EFAULT;
 		if (packed) {
@@ -78,7 +79,8 @@ static int svmbatch_copy_ranges(struct svmbatch_reg *reg,
 		} else {
 			ret = copy_struct_from_user(&buf[0], sizeof(buf[0]),
 						    uranges +
-						    (size_t)i * cmd->range_size,
+							    (size_t)i *
+								    cmd->range_size,
 						    cmd->range_size);
 			if (ret) {
 				*error_index = i;
@@ -90,7 +92,8 @@ static int svmbatch_copy_ranges(struct svmbatch_reg *reg,
 			cond_resched();
 		}
 		for (j = 0; j < n; j++) {
-			ret = svmbatch_check_range(&buf[j], &reg->ranges[i + j]);
+			ret = svmbatch_check_range(&buf[j],
+						   &reg->ranges[i + j]);
 			if (ret) {
 				*error_index = i + j;
 				return ret;
@@ -117,8 +120,8 @@ static int svmbatch_span_cmp(const void *a, const void *b)
 }
 
 /* Are the ranges with index <= last pairwise disjoint? */
-static bool svmbatch_prefix_disjoint(const struct svmbatch_span *spans,
-				     u32 nr, u32 last)
+static bool svmbatch_prefix_disjoint(const struct svmbatch_span *spans, u32 nr,
+				     u32 last)
 {
 	u64 end = 0;
 	bool any = false;

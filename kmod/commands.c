@@ -186,7 +186,8 @@ int svmbatch_cmd_query(struct svmbatch_ucmd *ucmd)
 	cmd->nr_folios = reg->nr_folios;
 	cmd->meta_bytes = svmbatch_reg_meta_bytes(reg);
 	cmd->out_flags = test_bit(SVMBATCH_REG_STALE, &reg->flags) ?
-			 SVMBATCH_QUERY_STALE : 0;
+				 SVMBATCH_QUERY_STALE :
+				 0;
 
 	if (cmd->ranges) {
 		if (cmd->ranges_cap < reg->nr_ranges)

@@ -35,7 +35,7 @@
 #include "svmbatch_priv.h"
 
 /* Longest scatterlist segment: far below sg->length's limit. */
-#define SVMBATCH_SEG_MAX_PAGES	(SZ_1G >> PAGE_SHIFT)
+#define SVMBATCH_SEG_MAX_PAGES (SZ_1G >> PAGE_SHIFT)
 
 /**
  * struct svmbatch_dmabuf - exporter state of one dma-buf
@@ -49,14 +49,14 @@ struct svmbatch_dmabuf {
 	struct svmbatch_reg *reg;
 	u64 *run_start;
 	bool writable;
-	struct mutex lock;	/* protects attachments */
+	struct mutex lock; /* protects attachments */
 	struct list_head attachments;
 };
 
 struct svmbatch_attachment {
 	struct list_head node;
 	struct device *dev;
-	struct sg_table *sgt;	/* while mapped */
+	struct sg_table *sgt; /* while mapped */
 	enum dma_data_direction dir;
 };
 
@@ -140,9 +140,8 @@ static void svmbatch_free_sgt(struct sg_table *sgt)
 	kfree(sgt);
 }
 
-static struct sg_table *
-svmbatch_dmabuf_map(struct dma_buf_attachment *attach,
-		    enum dma_data_direction dir)
+static struct sg_table *svmbatch_dmabuf_map(struct dma_buf_attachment *attach,
+					    enum dma_data_direction dir)
 {
 	struct svmbatch_dmabuf *priv = attach->dmabuf->priv;
 	struct svmbatch_attachment *a = attach->priv;
@@ -155,8 +154,9 @@ svmbatch_dmabuf_map(struct dma_buf_attachment *attach,
 	sgt = svmbatch_build_sgt(priv->reg);
 	if (IS_ERR(sgt))
 		return sgt;
-	ret = svmbatch_should_fail() ? -ENOMEM :
-	      dma_map_sgtable(attach->dev, sgt, dir, 0);
+	ret = svmbatch_should_fail() ?
+		      -ENOMEM :
+		      dma_map_sgtable(attach->dev, sgt, dir, 0);
 	if (ret) {
 		svmbatch_free_sgt(sgt);
 		return ERR_PTR(ret);
@@ -238,12 +238,12 @@ static struct page *svmbatch_dmabuf_page(const struct svmbatch_dmabuf *priv,
 static vm_fault_t svmbatch_dmabuf_fault(struct vm_fault *vmf)
 {
 	struct svmbatch_dmabuf *priv = vmf->vma->vm_private_data;
+	struct page *page;
 
 	if (vmf->pgoff >= priv->reg->nr_pages)
 		return VM_FAULT_SIGBUS;
-	return vmf_insert_pfn(vmf->vma, vmf->address,
-			      page_to_pfn(svmbatch_dmabuf_page(priv,
-							       vmf->pgoff)));
+	page = svmbatch_dmabuf_page(priv, vmf->pgoff);
+	return vmf_insert_pfn(vmf->vma, vmf->address, page_to_pfn(page));
 }
 
 static const struct vm_operations_struct svmbatch_dmabuf_vm_ops = {
@@ -349,8 +349,7 @@ static struct svmbatch_dmabuf *svmbatch_dmabuf_create(struct svmbatch_reg *reg)
 	priv = kzalloc(sizeof(*priv), GFP_KERNEL_ACCOUNT);
 	if (!priv)
 		return NULL;
-	priv->run_start = kvmalloc_array(reg->nr_runs,
-					 sizeof(*priv->run_start),
+	priv->run_start = kvmalloc_array(reg->nr_runs, sizeof(*priv->run_start),
 					 GFP_KERNEL_ACCOUNT);
 	if (!priv->run_start || svmbatch_should_fail()) {
 		kvfree(priv->run_start);
@@ -413,15 +412,16 @@ int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd)
 	exp_info.flags = cmd->flags & O_RDWR;
 	exp_info.priv = priv;
 	dmabuf = svmbatch_should_fail() ? ERR_PTR(-ENOMEM) :
-		 dma_buf_export(&exp_info);
+					  dma_buf_export(&exp_info);
 	if (IS_ERR(dmabuf)) {
 		ret = PTR_ERR(dmabuf);
 		goto err_destroy;
 	}
 	/* From here the dma-buf owns @priv: its release destroys it. */
 	atomic64_inc(&svmbatch_stats.exports);
-	fd = svmbatch_should_fail() ? -EMFILE :
-	     get_unused_fd_flags(cmd->flags & O_CLOEXEC);
+	fd = svmbatch_should_fail() ?
+		     -EMFILE :
+		     get_unused_fd_flags(cmd->flags & O_CLOEXEC);
 	if (fd < 0) {
 		ret = fd;
 		goto err_put_dmabuf;

@@ -26,7 +26,7 @@ struct svmbatch_knob {
 	u64 count;
 };
 
-static DEFINE_SPINLOCK(svmbatch_fault_lock);	/* protects both knobs */
+static DEFINE_SPINLOCK(svmbatch_fault_lock); /* protects both knobs */
 static struct svmbatch_knob svmbatch_fail_nth;
 static struct svmbatch_knob svmbatch_fake_inval;
 

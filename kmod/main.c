@@ -30,9 +30,9 @@ struct svmbatch_limits svmbatch_limits = {
  * reschedules: 2^16 ranges keep that short even on a slow (emulated,
  * KASAN) machine, where 2^20 tripped the soft-lockup watchdog.
  */
-#define SVMBATCH_MAX_RANGES_LIMIT		BIT(16)
-#define SVMBATCH_MAX_REGISTRATIONS_LIMIT	BIT(20)
-#define SVMBATCH_MAX_RANGE_BYTES_LIMIT		BIT_ULL(40)
+#define SVMBATCH_MAX_RANGES_LIMIT	 BIT(16)
+#define SVMBATCH_MAX_REGISTRATIONS_LIMIT BIT(20)
+#define SVMBATCH_MAX_RANGE_BYTES_LIMIT	 BIT_ULL(40)
 
 static int svmbatch_param_set_max_ranges(const char *val,
 					 const struct kernel_param *kp)
@@ -84,11 +84,11 @@ MODULE_PARM_DESC(max_ranges,
 module_param_cb(max_registrations, &svmbatch_max_registrations_ops,
 		&svmbatch_limits.max_registrations, 0644);
 MODULE_PARM_DESC(max_registrations,
-		 "Most live registrations per open file, 1..1048576 (default 65536)");
+		 "Most live registrations per file, 1..1048576 (default 65536)");
 module_param_cb(max_range_bytes, &svmbatch_max_range_bytes_ops,
 		&svmbatch_limits.max_range_bytes, 0644);
 MODULE_PARM_DESC(max_range_bytes,
-		 "Longest single range in bytes, PAGE_SIZE..1 TiB (default 64 GiB)");
+		 "Longest range in bytes, PAGE_SIZE..1 TiB (default 64 GiB)");
 
 /* Largest command struct; the table below checks each one fits. */
 union svmbatch_ucmd_buffer {
@@ -112,26 +112,26 @@ struct svmbatch_ioctl_op {
  * _count: every failure of the command, whatever step refused it, counts
  * in failed_registrations and the file's svmbatch-failed.
  */
-#define IOCTL_OP(_name, _fn, _struct, _last, _count)			\
-	[SVMBATCH_CMD_##_name - SVMBATCH_CMD_BASE] = {			\
-		.size = sizeof(_struct) +				\
+#define IOCTL_OP(_name, _fn, _struct, _last, _count)                           \
+	[SVMBATCH_CMD_##_name - SVMBATCH_CMD_BASE] = {                         \
+		.size = sizeof(_struct) +                                      \
 			BUILD_BUG_ON_ZERO(sizeof(union svmbatch_ucmd_buffer) < \
-					  sizeof(_struct)),		\
-		.min_size = offsetofend(_struct, _last),		\
-		.ioctl_num = SVMBATCH_##_name,				\
-		.count_failures = _count,				\
-		.execute = _fn,						\
+					  sizeof(_struct)),                    \
+		.min_size = offsetofend(_struct, _last),                       \
+		.ioctl_num = SVMBATCH_##_name,                                 \
+		.count_failures = _count,                                      \
+		.execute = _fn,                                                \
 	}
 
 static const struct svmbatch_ioctl_op svmbatch_ioctl_ops[] = {
-	IOCTL_OP(GET_INFO, svmbatch_cmd_get_info,
-		 struct svmbatch_info, max_range_bytes, false),
-	IOCTL_OP(REGISTER, svmbatch_cmd_register,
-		 struct svmbatch_register, nr_pages, true),
+	IOCTL_OP(GET_INFO, svmbatch_cmd_get_info, struct svmbatch_info,
+		 max_range_bytes, false),
+	IOCTL_OP(REGISTER, svmbatch_cmd_register, struct svmbatch_register,
+		 nr_pages, true),
 	IOCTL_OP(UNREGISTER, svmbatch_cmd_unregister,
 		 struct svmbatch_unregister, handle, false),
-	IOCTL_OP(QUERY, svmbatch_cmd_query,
-		 struct svmbatch_query, reserved, false),
+	IOCTL_OP(QUERY, svmbatch_cmd_query, struct svmbatch_query, reserved,
+		 false),
 	IOCTL_OP(EXPORT_DMABUF, svmbatch_cmd_export_dmabuf,
 		 struct svmbatch_export_dmabuf, fd, false),
 };

@@ -21,7 +21,7 @@
 #include "svmbatch_priv.h"
 
 /* 64 KiB of page pointers per pin_user_pages_fast() call. */
-#define SVMBATCH_PIN_CHUNK	(SZ_64K / sizeof(struct page *))
+#define SVMBATCH_PIN_CHUNK (SZ_64K / sizeof(struct page *))
 
 /* State of one svmbatch_reg_pin() call. */
 struct svmbatch_pinner {
@@ -34,7 +34,7 @@ struct svmbatch_pinner {
 };
 
 /* Most runs one registration can describe: kvmalloc() stops at INT_MAX. */
-#define SVMBATCH_MAX_RUNS	(INT_MAX / sizeof(struct svmbatch_run))
+#define SVMBATCH_MAX_RUNS (INT_MAX / sizeof(struct svmbatch_run))
 
 /**
  * svmbatch_account_charge() - charge pinned pages to an mm
@@ -52,7 +52,7 @@ struct svmbatch_pinner {
 int svmbatch_account_charge(struct mm_struct *mm, u64 npages)
 {
 	u64 limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
-	s64 cur, new;
+	s64 cur, next;
 
 	if (svmbatch_should_fail())
 		return -ENOMEM;
@@ -60,11 +60,11 @@ int svmbatch_account_charge(struct mm_struct *mm, u64 npages)
 		return -ENOMEM;
 	cur = atomic64_read(&mm->pinned_vm);
 	do {
-		if (check_add_overflow(cur, (s64)npages, &new))
+		if (check_add_overflow(cur, (s64)npages, &next))
 			return -ENOMEM;
-		if ((u64)new > limit && !capable(CAP_IPC_LOCK))
+		if ((u64)next > limit && !capable(CAP_IPC_LOCK))
 			return -ENOMEM;
-	} while (!atomic64_try_cmpxchg(&mm->pinned_vm, &cur, new));
+	} while (!atomic64_try_cmpxchg(&mm->pinned_vm, &cur, next));
 	return 0;
 }
 
@@ -201,8 +201,10 @@ static int svmbatch_runs_append(struct svmbatch_pinner *p, unsigned int n,
 				return ret;
 			}
 		}
-		reg->runs[reg->nr_runs++] = (struct svmbatch_run) {
-			.first = page, .nr_pages = 1, .flags = flags,
+		reg->runs[reg->nr_runs++] = (struct svmbatch_run){
+			.first = page,
+			.nr_pages = 1,
+			.flags = flags,
 		};
 		reg->nr_pages++;
 	}
@@ -363,7 +365,8 @@ void svmbatch_reg_abort(struct svmbatch_reg *reg)
 u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg)
 {
 	return sizeof(*reg) + (u64)reg->nr_ranges * sizeof(*reg->ranges) +
-	       (reg->by_addr ? (u64)reg->nr_ranges * sizeof(*reg->by_addr) : 0) +
+	       (reg->by_addr ? (u64)reg->nr_ranges * sizeof(*reg->by_addr) :
+			       0) +
 	       (u64)reg->runs_cap * sizeof(*reg->runs);
 }
 

@@ -28,8 +28,7 @@
 #include "compat.h"
 #include "svmbatch_priv.h"
 
-static unsigned long svmbatch_range_start(const struct svmbatch_reg *reg,
-					  u32 i)
+static unsigned long svmbatch_range_start(const struct svmbatch_reg *reg, u32 i)
 {
 	return reg->ranges[reg->by_addr[i]].addr_flags & PAGE_MASK;
 }
@@ -40,6 +39,7 @@ static bool svmbatch_reg_overlaps(const struct svmbatch_reg *reg,
 {
 	u32 lo = 0, hi = reg->nr_ranges;
 	u32 last;
+	u64 last_end;
 
 	/* The last range starting before @end ends last among those. */
 	while (lo < hi) {
@@ -53,8 +53,9 @@ static bool svmbatch_reg_overlaps(const struct svmbatch_reg *reg,
 	if (!lo)
 		return false;
 	last = reg->by_addr[lo - 1];
-	return (reg->ranges[last].addr_flags & PAGE_MASK) +
-	       reg->ranges[last].len > start;
+	last_end = (reg->ranges[last].addr_flags & PAGE_MASK) +
+		   reg->ranges[last].len;
+	return last_end > start;
 }
 
 /* Events after which the page mapped at an address may be another one. */
@@ -79,7 +80,8 @@ static bool svmbatch_invalidate(struct mmu_interval_notifier *mni,
 	spin_lock(&reg->notifier_lock);
 	mmu_interval_set_seq(mni, cur_seq);
 	if (test_bit(SVMBATCH_REG_LIVE, &reg->flags))
-		newly_stale = !test_and_set_bit(SVMBATCH_REG_STALE, &reg->flags);
+		newly_stale =
+			!test_and_set_bit(SVMBATCH_REG_STALE, &reg->flags);
 	spin_unlock(&reg->notifier_lock);
 	if (newly_stale) {
 		atomic64_inc(&svmbatch_stats.stale_total);
@@ -144,7 +146,8 @@ int svmbatch_stale_watch(struct svmbatch_reg *reg)
 
 	last = reg->by_addr[reg->nr_ranges - 1];
 	start = svmbatch_range_start(reg, 0);
-	end = (reg->ranges[last].addr_flags & PAGE_MASK) + reg->ranges[last].len;
+	end = (reg->ranges[last].addr_flags & PAGE_MASK) +
+	      reg->ranges[last].len;
 	if (svmbatch_should_fail())
 		return -ENOMEM;
 	ret = mmu_interval_notifier_insert(&reg->notifier, reg->mm, start,

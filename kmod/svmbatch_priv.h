@@ -46,7 +46,7 @@ extern struct svmbatch_limits svmbatch_limits;
  */
 struct svmbatch_ctx {
 	struct mm_struct *mm;
-	struct mutex lock;	/* protects regs and the per-fd counters */
+	struct mutex lock; /* protects regs and the per-fd counters */
 	struct xarray regs;
 	u32 next_handle;
 	u32 nr_regs;
@@ -58,10 +58,10 @@ struct svmbatch_ctx {
 };
 
 /* Run flags */
-#define SVMBATCH_RUN_WRITABLE	BIT(0)
+#define SVMBATCH_RUN_WRITABLE BIT(0)
 
 /* A run never describes more pages than fit its counter. */
-#define SVMBATCH_RUN_MAX_PAGES	U32_MAX
+#define SVMBATCH_RUN_MAX_PAGES U32_MAX
 
 /**
  * struct svmbatch_run - physically contiguous pinned pages
@@ -84,7 +84,7 @@ struct svmbatch_range_rec {
 	u64 len;
 };
 
-#define SVMBATCH_REC_FLAGS_MASK	((u64)SVMBATCH_RANGE_READ_ONLY)
+#define SVMBATCH_REC_FLAGS_MASK ((u64)SVMBATCH_RANGE_READ_ONLY)
 /* Internal: pin this read-only range with FOLL_WRITE to break COW (vma.c). */
 #define SVMBATCH_REC_UNSHARE	BIT_ULL(1)
 
@@ -121,15 +121,15 @@ struct svmbatch_reg {
 	u64 charged_pages;
 	unsigned long flags;
 	struct mmu_interval_notifier notifier;
-	spinlock_t notifier_lock;	/* see stale.c */
+	spinlock_t notifier_lock; /* see stale.c */
 	u32 *by_addr;
 	struct eventfd_ctx *eventfd;
 };
 
 /* Registration flags (bit numbers) */
-#define SVMBATCH_REG_STALE	0	/* a registered VA changed */
-#define SVMBATCH_REG_WATCHED	1	/* @notifier is inserted */
-#define SVMBATCH_REG_LIVE	2	/* pinned pages verified current */
+#define SVMBATCH_REG_STALE   0 /* a registered VA changed */
+#define SVMBATCH_REG_WATCHED 1 /* @notifier is inserted */
+#define SVMBATCH_REG_LIVE    2 /* pinned pages verified current */
 
 /* An ioctl in flight: the command struct copied in, ready to copy out. */
 struct svmbatch_ucmd {

@@ -38,18 +38,18 @@
 
 #include "../../selftests/svmbatch/svmbatch_counters.h"
 
-#define PAGE		4096UL
-#define REPS		21
+#define PAGE	    4096UL
+#define REPS	    21
 /*
  * N single-range calls under KASAN + TCG take up to a minute per
  * repetition: when the first one takes longer than this, method (b)
  * stops at SLOW_REPS repetitions (reported as single_reps).
  */
-#define SLOW_REP_US	5e6
-#define SLOW_REPS	5
-#define THP_SIZE	(2UL << 20)
+#define SLOW_REP_US 5e6
+#define SLOW_REPS   5
+#define THP_SIZE    (2UL << 20)
 /* Largest configuration: a 3 GiB guest; under TCG + KASAN more is too slow. */
-#define MAX_BYTES	(512UL << 20)
+#define MAX_BYTES   (512UL << 20)
 
 /* mm/gup_test.h (not uapi) */
 struct gup_test {
@@ -63,10 +63,10 @@ struct gup_test {
 	uint32_t which_pages[8];
 };
 
-#define PIN_FAST_BENCHMARK	_IOWR('g', 2, struct gup_test)
-#define FOLL_WRITE		0x01
-#define FOLL_LONGTERM		0x100	/* 1 << 8 in 6.1 and 6.12 */
-#define GUP_CHUNK_PAGES		8192	/* svmbatch's pin chunk too */
+#define PIN_FAST_BENCHMARK _IOWR('g', 2, struct gup_test)
+#define FOLL_WRITE	   0x01
+#define FOLL_LONGTERM	   0x100 /* 1 << 8 in 6.1 and 6.12 */
+#define GUP_CHUNK_PAGES	   8192 /* svmbatch's pin chunk too */
 
 struct config {
 	unsigned int n;
@@ -143,8 +143,10 @@ static int svm_register(struct svmbatch_range *r, unsigned int n,
 			uint32_t *handle)
 {
 	struct svmbatch_register reg = {
-		.size = sizeof(reg), .ranges = (uintptr_t)r,
-		.nr_ranges = n, .range_size = sizeof(*r),
+		.size = sizeof(reg),
+		.ranges = (uintptr_t)r,
+		.nr_ranges = n,
+		.range_size = sizeof(*r),
 	};
 
 	if (ioctl(svm_fd, SVMBATCH_REGISTER, &reg))
@@ -183,10 +185,11 @@ static char *map_ranges(const struct config *c, struct svmbatch_range *r,
 
 		for (off = 0; off < c->size; off += PAGE)
 			a[off] = (char)i;
-		r[i] = (struct svmbatch_range) {
-			.addr = (uintptr_t)a, .len = c->size,
+		r[i] = (struct svmbatch_range){
+			.addr = (uintptr_t)a,
+			.len = c->size,
 		};
-		iov[i] = (struct iovec) { .iov_base = a, .iov_len = c->size };
+		iov[i] = (struct iovec){ .iov_base = a, .iov_len = c->size };
 	}
 	*map_len = len;
 	return base;
@@ -247,7 +250,7 @@ static int batch_once(struct run *run, int rep, double *us)
 		run->res->segments = q.nr_segments;
 		run->res->folios = q.nr_folios;
 		run->res->meta_per_page = (double)q.meta_bytes / q.nr_pages;
-		t0 += now_us() - t1;	/* QUERY is not timed */
+		t0 += now_us() - t1; /* QUERY is not timed */
 	}
 	ret = svm_unregister(h);
 	*us = now_us() - t0;
@@ -283,7 +286,8 @@ static int floor_once(struct run *run, int rep, double *us)
 	*us = 0;
 	for (k = 0; k < run->c->n; k++) {
 		struct gup_test g = {
-			.addr = run->r[k].addr, .size = run->r[k].len,
+			.addr = run->r[k].addr,
+			.size = run->r[k].len,
 			.nr_pages_per_call = GUP_CHUNK_PAGES,
 			.gup_flags = FOLL_WRITE | FOLL_LONGTERM,
 		};
@@ -333,22 +337,30 @@ static int bench_config(struct run *run)
 }
 
 static const struct config configs[] = {
-	{ 1, 4096, 0, "4KiB" }, { 16, 4096, 0, "4KiB" },
-	{ 256, 4096, 0, "4KiB" }, { 2000, 4096, 0, "4KiB" },
+	{ 1, 4096, 0, "4KiB" },
+	{ 16, 4096, 0, "4KiB" },
+	{ 256, 4096, 0, "4KiB" },
+	{ 2000, 4096, 0, "4KiB" },
 	{ 16384, 4096, 0, "4KiB" },
-	{ 1, 65536, 0, "64KiB" }, { 16, 65536, 0, "64KiB" },
-	{ 256, 65536, 0, "64KiB" }, { 2000, 65536, 0, "64KiB" },
+	{ 1, 65536, 0, "64KiB" },
+	{ 16, 65536, 0, "64KiB" },
+	{ 256, 65536, 0, "64KiB" },
+	{ 2000, 65536, 0, "64KiB" },
 	{ 16384, 65536, 0, "64KiB" },
-	{ 1, THP_SIZE, 1, "2MiB-THP" }, { 16, THP_SIZE, 1, "2MiB-THP" },
-	{ 256, THP_SIZE, 1, "2MiB-THP" }, { 2000, THP_SIZE, 1, "2MiB-THP" },
+	{ 1, THP_SIZE, 1, "2MiB-THP" },
+	{ 16, THP_SIZE, 1, "2MiB-THP" },
+	{ 256, THP_SIZE, 1, "2MiB-THP" },
+	{ 2000, THP_SIZE, 1, "2MiB-THP" },
 	{ 16384, THP_SIZE, 1, "2MiB-THP" },
-	{ 1, 64UL << 20, 0, "64MiB" }, { 16, 64UL << 20, 0, "64MiB" },
-	{ 256, 64UL << 20, 0, "64MiB" }, { 2000, 64UL << 20, 0, "64MiB" },
+	{ 1, 64UL << 20, 0, "64MiB" },
+	{ 16, 64UL << 20, 0, "64MiB" },
+	{ 256, 64UL << 20, 0, "64MiB" },
+	{ 2000, 64UL << 20, 0, "64MiB" },
 	{ 16384, 64UL << 20, 0, "64MiB" },
 };
 
 #define ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
-#define NR_CONFIGS ARRAY_SIZE(configs)
+#define NR_CONFIGS    ARRAY_SIZE(configs)
 
 static double ratio(double a, double b)
 {
@@ -383,12 +395,13 @@ int main(void)
 	uname(&u);
 	start = pinned_now();
 	printf("# checked after each configuration: VmPin%s\n",
-	       start.registrations < 0 ? " (no debugfs: not the module's counters)" :
-	       " and the module's registrations and pinned_pages");
+	       start.registrations < 0 ?
+		       " (no debugfs: not the module's counters)" :
+		       " and the module's registrations and pinned_pages");
 
 	printf("# %-9s %6s %12s %12s %12s %12s %8s %8s %8s %9s\n", "size", "N",
-	       "batch_us", "single_us", "floor_us", "uring_us", "a/c",
-	       "b/a", "a/d", "meta_B/pg");
+	       "batch_us", "single_us", "floor_us", "uring_us", "a/c", "b/a",
+	       "a/d", "meta_B/pg");
 	for (i = 0; i < NR_CONFIGS; i++) {
 		const struct config *c = &configs[i];
 		struct run run = { .c = c, .res = &res[i] };
@@ -434,7 +447,8 @@ int main(void)
 	}
 
 	printf("SVMBATCH-BENCH-JSON-BEGIN\n");
-	printf("{\n  \"benchmark\": \"kmod\",\n  \"kernel\": \"%s\",\n", u.release);
+	printf("{\n  \"benchmark\": \"kmod\",\n  \"kernel\": \"%s\",\n",
+	       u.release);
 	printf("  \"reps\": %d,\n  \"statistic\": \"median\",\n", REPS);
 	printf("  \"gup_test_floor\": %s,\n  \"results\": [\n",
 	       gup_fd >= 0 ? "true" : "false");
@@ -444,7 +458,8 @@ int main(void)
 		int last = i == NR_CONFIGS - 1;
 
 		if (skipped[i]) {
-			printf("    {\"size\": \"%s\", \"n\": %u, ", c->name, c->n);
+			printf("    {\"size\": \"%s\", \"n\": %u, ", c->name,
+			       c->n);
 			printf("\"skipped\": \"over %lu MiB\"}%s\n",
 			       MAX_BYTES >> 20, last ? "" : ",");
 			continue;
@@ -458,9 +473,12 @@ int main(void)
 		print_json_number("single_us", x->single_us, ", ");
 		print_json_number("gup_floor_us", x->floor_us, ", ");
 		print_json_number("io_uring_us", x->uring_us, ", ");
-		print_json_number("batch_over_floor", ratio(x->batch_us, x->floor_us), ", ");
-		print_json_number("single_over_batch", ratio(x->single_us, x->batch_us), ", ");
-		print_json_number("batch_over_io_uring", ratio(x->batch_us, x->uring_us), ", ");
+		print_json_number("batch_over_floor",
+				  ratio(x->batch_us, x->floor_us), ", ");
+		print_json_number("single_over_batch",
+				  ratio(x->single_us, x->batch_us), ", ");
+		print_json_number("batch_over_io_uring",
+				  ratio(x->batch_us, x->uring_us), ", ");
 		print_json_number("meta_bytes_per_page", x->meta_per_page, "}");
 		printf("%s\n", last ? "" : ",");
 	}

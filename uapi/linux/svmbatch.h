@@ -38,9 +38,9 @@ enum {
 };
 
 /* Feature bits reported in svmbatch_info.features. */
-#define SVMBATCH_FEATURE_DMABUF		_BITULL(0)	/* EXPORT_DMABUF works */
-#define SVMBATCH_FEATURE_STALE_NOTIFY	_BITULL(1)	/* QUERY reports STALE */
-#define SVMBATCH_FEATURE_FAULT_INJECTION _BITULL(2)	/* debugfs fail_nth */
+#define SVMBATCH_FEATURE_DMABUF		 _BITULL(0) /* EXPORT_DMABUF works */
+#define SVMBATCH_FEATURE_STALE_NOTIFY	 _BITULL(1) /* QUERY reports STALE */
+#define SVMBATCH_FEATURE_FAULT_INJECTION _BITULL(2) /* debugfs fail_nth */
 
 /*
  * QUERY out_flags.  STALE: since REGISTER, some registered address was
@@ -48,7 +48,7 @@ enum {
  * mremap, a new mapping over it).  The pinned pages stay valid and pinned
  * until UNREGISTER, but they are no longer what the process sees there.
  */
-#define SVMBATCH_QUERY_STALE		_BITUL(0)
+#define SVMBATCH_QUERY_STALE _BITUL(0)
 
 /**
  * struct svmbatch_info - ioctl(SVMBATCH_GET_INFO)
@@ -75,7 +75,7 @@ struct svmbatch_info {
 #define SVMBATCH_GET_INFO _IO(SVMBATCH_TYPE, SVMBATCH_CMD_GET_INFO)
 
 /* Range flags */
-#define SVMBATCH_RANGE_READ_ONLY	_BITUL(0)	/* pin without FOLL_WRITE */
+#define SVMBATCH_RANGE_READ_ONLY _BITUL(0) /* pin without FOLL_WRITE */
 
 /**
  * struct svmbatch_range - one user virtual address range
@@ -92,7 +92,7 @@ struct svmbatch_range {
 };
 
 /* REGISTER flags */
-#define SVMBATCH_REGISTER_EVENTFD	_BITUL(0)	/* signal @eventfd on STALE */
+#define SVMBATCH_REGISTER_EVENTFD _BITUL(0) /* signal @eventfd on STALE */
 
 /**
  * struct svmbatch_register - ioctl(SVMBATCH_REGISTER)
