@@ -7,6 +7,7 @@
 
 int svmbatch_c_api_userspace_roundtrip(void);
 int svmbatch_c_api_open_mode(int mode);
+int svmbatch_c_api_deprecated_names(void);
 
 int svmbatch_c_api_userspace_roundtrip(void)
 {
@@ -24,12 +25,12 @@ int svmbatch_c_api_userspace_roundtrip(void)
 	ret = svmbatch_ctx_open(SVMBATCH_MODE_USERSPACE, NULL, &ctx);
 	if (ret)
 		return ret;
-	ret = svmbatch_register(ctx, b, 2, &reg, &bad);
+	ret = svmbatch_reg_create(ctx, b, 2, &reg, &bad);
 	if (!ret)
 		ret = svmbatch_reg_get_info(reg, &info);
 	if (!ret && info.nr_ranges != 1)
 		ret = -EPROTO;
-	svmbatch_unregister(reg);
+	svmbatch_reg_destroy(reg);
 	svmbatch_ctx_close(ctx);
 	return ret;
 }
@@ -45,3 +46,26 @@ int svmbatch_c_api_open_mode(int mode)
 	svmbatch_ctx_close(ctx);
 	return ret;
 }
+
+/*
+ * The deprecated names of 0.1 still compile in C (the warning they give is
+ * the point of deprecating them) and run.
+ */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+int svmbatch_c_api_deprecated_names(void)
+{
+	static char mem[4096];
+	struct svmbatch_buffer b = { mem, sizeof(mem), SVMBATCH_ACCESS_READ_WRITE };
+	svmbatch_ctx *ctx = NULL;
+	svmbatch_reg *reg = NULL;
+	int ret = svmbatch_ctx_open(SVMBATCH_MODE_USERSPACE, NULL, &ctx);
+
+	if (!ret)
+		ret = svmbatch_register(ctx, &b, 1, &reg, NULL);
+	svmbatch_unregister(reg);
+	svmbatch_unregister_fixed(NULL);
+	svmbatch_ctx_close(ctx);
+	return ret;
+}
+#pragma GCC diagnostic pop

@@ -22,6 +22,7 @@
 /* c_api_compile_check.c */
 extern "C" int svmbatch_c_api_userspace_roundtrip(void);
 extern "C" int svmbatch_c_api_open_mode(int mode);
+extern "C" int svmbatch_c_api_deprecated_names(void);
 
 namespace {
 
@@ -127,16 +128,16 @@ TEST(CApi, NullArgumentsAreEinval)
 	for (int raw : {3, 7, -1})
 		EXPECT_EQ(svmbatch_c_api_open_mode(raw), -EINVAL) << raw;
 	EXPECT_NE(std::string(svmbatch_last_error()).find("mode"), std::string::npos);
-	EXPECT_EQ(svmbatch_register(nullptr, &b, 1, &reg, &bad), -EINVAL);
+	EXPECT_EQ(svmbatch_reg_create(nullptr, &b, 1, &reg, &bad), -EINVAL);
 	EXPECT_EQ(bad, SVMBATCH_LIB_NO_INDEX);
 	EXPECT_EQ(svmbatch_ctx_get_info(nullptr, nullptr), -EINVAL);
 	EXPECT_EQ(svmbatch_reg_get_info(nullptr, nullptr), -EINVAL);
-	EXPECT_EQ(svmbatch_register_fixed(nullptr, nullptr, nullptr, nullptr), -EINVAL);
+	EXPECT_EQ(svmbatch_fixed_create(nullptr, nullptr, nullptr, nullptr), -EINVAL);
 	EXPECT_EQ(svmbatch_fixed_get(nullptr, 0, &s), -EINVAL);
 	EXPECT_STRNE(svmbatch_last_error(), "");
 	svmbatch_ctx_close(nullptr);
-	svmbatch_unregister(nullptr);
-	svmbatch_unregister_fixed(nullptr);
+	svmbatch_reg_destroy(nullptr);
+	svmbatch_fixed_destroy(nullptr);
 }
 
 TEST_F(CApiTest, NullArgumentsWithAContextAreEinval)
@@ -146,15 +147,15 @@ TEST_F(CApiTest, NullArgumentsWithAContextAreEinval)
 	size_t bad = 0;
 
 	EXPECT_EQ(svmbatch_ctx_get_info(ctx_, nullptr), -EINVAL);
-	EXPECT_EQ(svmbatch_register(ctx_, nullptr, 1, &reg, &bad), -EINVAL);
-	EXPECT_EQ(svmbatch_register(ctx_, &b, 1, nullptr, &bad), -EINVAL);
+	EXPECT_EQ(svmbatch_reg_create(ctx_, nullptr, 1, &reg, &bad), -EINVAL);
+	EXPECT_EQ(svmbatch_reg_create(ctx_, &b, 1, nullptr, &bad), -EINVAL);
 	EXPECT_EQ(bad, SVMBATCH_LIB_NO_INDEX);
-	ASSERT_EQ(svmbatch_register(ctx_, &b, 1, &reg, &bad), 0) << svmbatch_last_error();
+	ASSERT_EQ(svmbatch_reg_create(ctx_, &b, 1, &reg, &bad), 0) << svmbatch_last_error();
 	EXPECT_EQ(svmbatch_reg_get_info(reg, nullptr), -EINVAL);
 	svmbatch_fixed *fixed = nullptr;
-	EXPECT_EQ(svmbatch_register_fixed(reg, nullptr, nullptr, &fixed), -EINVAL);
+	EXPECT_EQ(svmbatch_fixed_create(reg, nullptr, nullptr, &fixed), -EINVAL);
 	EXPECT_EQ(fixed, nullptr);
-	svmbatch_unregister(reg);
+	svmbatch_reg_destroy(reg);
 }
 
 TEST_F(CApiTest, InfoAndMergedRegistration)
@@ -177,7 +178,7 @@ TEST_F(CApiTest, InfoAndMergedRegistration)
 				{mem.get() + 10 * page, page, SVMBATCH_ACCESS_READ_WRITE}};
 	svmbatch_reg *reg = nullptr;
 	size_t bad = 0;
-	ASSERT_EQ(svmbatch_register(ctx_, b, 4, &reg, &bad), 0) << svmbatch_last_error();
+	ASSERT_EQ(svmbatch_reg_create(ctx_, b, 4, &reg, &bad), 0) << svmbatch_last_error();
 	EXPECT_EQ(bad, SVMBATCH_LIB_NO_INDEX);
 	EXPECT_STREQ(svmbatch_last_error(), "");
 	svmbatch_reg_info ri{};
@@ -187,7 +188,7 @@ TEST_F(CApiTest, InfoAndMergedRegistration)
 	EXPECT_EQ(ri.pages, 4u);
 	EXPECT_EQ(ri.pinned_pages, c_mode() == SVMBATCH_MODE_KERNEL ? 4u : 0u);
 	EXPECT_EQ(ri.handle != 0, c_mode() == SVMBATCH_MODE_KERNEL);
-	svmbatch_unregister(reg);
+	svmbatch_reg_destroy(reg);
 }
 
 TEST_F(CApiTest, BadBuffersReportErrnoAndIndex)
@@ -205,23 +206,23 @@ TEST_F(CApiTest, BadBuffersReportErrnoAndIndex)
 	svmbatch_reg *reg = nullptr;
 	size_t bad = 0;
 
-	EXPECT_EQ(svmbatch_register(ctx_, b, 3, &reg, &bad), -EINVAL);
+	EXPECT_EQ(svmbatch_reg_create(ctx_, b, 3, &reg, &bad), -EINVAL);
 	EXPECT_EQ(bad, 1u);
 	EXPECT_EQ(reg, nullptr);
 	EXPECT_STRNE(svmbatch_last_error(), "");
 	b[1].len = 10;
-	EXPECT_EQ(svmbatch_register(ctx_, b, 3, &reg, &bad), -EFAULT);
+	EXPECT_EQ(svmbatch_reg_create(ctx_, b, 3, &reg, &bad), -EFAULT);
 	EXPECT_EQ(bad, 2u);
 	EXPECT_EQ(reg, nullptr);
 	EXPECT_NE(std::string(svmbatch_last_error()).find("buffer 2"), std::string::npos)
 		<< svmbatch_last_error();
-	EXPECT_EQ(svmbatch_register(ctx_, b, 3, &reg, nullptr), -EFAULT);
+	EXPECT_EQ(svmbatch_reg_create(ctx_, b, 3, &reg, nullptr), -EFAULT);
 
 	/* A success clears the message and the index. */
-	ASSERT_EQ(svmbatch_register(ctx_, b, 2, &reg, &bad), 0) << svmbatch_last_error();
+	ASSERT_EQ(svmbatch_reg_create(ctx_, b, 2, &reg, &bad), 0) << svmbatch_last_error();
 	EXPECT_EQ(bad, SVMBATCH_LIB_NO_INDEX);
 	EXPECT_STREQ(svmbatch_last_error(), "");
-	svmbatch_unregister(reg);
+	svmbatch_reg_destroy(reg);
 }
 
 TEST_F(CApiTest, UnknownAccessIsEinvalWithIndex)
@@ -235,7 +236,7 @@ TEST_F(CApiTest, UnknownAccessIsEinvalWithIndex)
 	svmbatch_reg *reg = nullptr;
 	size_t bad = 0;
 
-	EXPECT_EQ(svmbatch_register(ctx_, b, 2, &reg, &bad), -EINVAL);
+	EXPECT_EQ(svmbatch_reg_create(ctx_, b, 2, &reg, &bad), -EINVAL);
 	EXPECT_EQ(bad, 1u);
 	EXPECT_NE(std::string(svmbatch_last_error()).find("access"), std::string::npos);
 }
@@ -247,7 +248,7 @@ TEST_F(CApiTest, AbsurdBufferCountIsEnomem)
 	size_t bad = 0;
 
 	/* Refused before anything is read past b. */
-	EXPECT_EQ(svmbatch_register(ctx_, &b, SIZE_MAX / 2, &reg, &bad), -ENOMEM);
+	EXPECT_EQ(svmbatch_reg_create(ctx_, &b, SIZE_MAX / 2, &reg, &bad), -ENOMEM);
 	EXPECT_EQ(bad, SVMBATCH_LIB_NO_INDEX);
 	EXPECT_EQ(reg, nullptr);
 }
@@ -259,11 +260,11 @@ TEST_F(CApiTest, FixedBuffersReadFixed)
 	svmbatch_buffer b[2] = {{mem.get() + 3, 1000, SVMBATCH_ACCESS_READ_WRITE},
 				{mem.get() + 5 * page, 2000, SVMBATCH_ACCESS_READ_WRITE}};
 	svmbatch_reg *reg = nullptr;
-	ASSERT_EQ(svmbatch_register(ctx_, b, 2, &reg, nullptr), 0) << svmbatch_last_error();
+	ASSERT_EQ(svmbatch_reg_create(ctx_, b, 2, &reg, nullptr), 0) << svmbatch_last_error();
 	svmbatch::test::Ring ring;
 	svmbatch::test::ScratchFile file(4 * page);
 	svmbatch_fixed *fixed = nullptr;
-	ASSERT_EQ(svmbatch_register_fixed(reg, &ring.get(), nullptr, &fixed), 0)
+	ASSERT_EQ(svmbatch_fixed_create(reg, &ring.get(), nullptr, &fixed), 0)
 		<< svmbatch_last_error();
 
 	svmbatch_fixed_slice s{};
@@ -283,10 +284,10 @@ TEST_F(CApiTest, FixedBuffersReadFixed)
 	EXPECT_NE(std::string(svmbatch_last_error()).find("out of range"), std::string::npos);
 	/* A second whole table on the same ring. */
 	svmbatch_fixed *again = nullptr;
-	EXPECT_EQ(svmbatch_register_fixed(reg, &ring.get(), nullptr, &again), -EBUSY);
+	EXPECT_EQ(svmbatch_fixed_create(reg, &ring.get(), nullptr, &again), -EBUSY);
 	EXPECT_EQ(again, nullptr);
-	svmbatch_unregister_fixed(fixed);
-	svmbatch_unregister(reg);
+	svmbatch_fixed_destroy(fixed);
+	svmbatch_reg_destroy(reg);
 }
 
 TEST_F(CApiTest, FixedBuffersInAWindowOfASparseTable)
@@ -296,7 +297,7 @@ TEST_F(CApiTest, FixedBuffersInAWindowOfASparseTable)
 	svmbatch_buffer b[2] = {{mem.get() + 4 * page, page, SVMBATCH_ACCESS_READ_WRITE},
 				{mem.get(), 300, SVMBATCH_ACCESS_READ_WRITE}};
 	svmbatch_reg *reg = nullptr;
-	ASSERT_EQ(svmbatch_register(ctx_, b, 2, &reg, nullptr), 0) << svmbatch_last_error();
+	ASSERT_EQ(svmbatch_reg_create(ctx_, b, 2, &reg, nullptr), 0) << svmbatch_last_error();
 	svmbatch::test::Ring ring;
 	svmbatch::test::ScratchFile file(2 * page);
 	ASSERT_EQ(io_uring_register_buffers_sparse(&ring.get(), 16), 0);
@@ -304,11 +305,11 @@ TEST_F(CApiTest, FixedBuffersInAWindowOfASparseTable)
 	/* Too small a window: nothing registered, the index says nothing. */
 	svmbatch_fixed_options opt{1, 6, 1};
 	svmbatch_fixed *fixed = nullptr;
-	EXPECT_EQ(svmbatch_register_fixed(reg, &ring.get(), &opt, &fixed), -ENOSPC);
+	EXPECT_EQ(svmbatch_fixed_create(reg, &ring.get(), &opt, &fixed), -ENOSPC);
 	EXPECT_EQ(fixed, nullptr);
 
 	opt.window_size = 4;
-	ASSERT_EQ(svmbatch_register_fixed(reg, &ring.get(), &opt, &fixed), 0)
+	ASSERT_EQ(svmbatch_fixed_create(reg, &ring.get(), &opt, &fixed), 0)
 		<< svmbatch_last_error();
 	svmbatch_fixed_slice s{};
 	for (size_t i = 0; i < 2; i++) {
@@ -319,10 +320,43 @@ TEST_F(CApiTest, FixedBuffersInAWindowOfASparseTable)
 	}
 	EXPECT_EQ(read_fixed(ring, file.fd(), s, 300, 123), 300);
 	EXPECT_TRUE(matches_file(s.addr, 300, 123));
-	svmbatch_unregister_fixed(fixed);
+	svmbatch_fixed_destroy(fixed);
 	/* The window is cleared again. */
 	EXPECT_EQ(read_fixed(ring, file.fd(), s, 300, 0), -EFAULT);
-	svmbatch_unregister(reg);
+	svmbatch_reg_destroy(reg);
 }
+
+/*
+ * The names of 0.1 (svmbatch_register() and friends) are the same
+ * functions: a program written against them still builds, with a
+ * deprecation warning, and links.
+ */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+TEST_F(CApiTest, TheDeprecatedNamesStillWork)
+{
+	Pages mem(2);
+	ASSERT_NE(mem.get(), nullptr);
+	svmbatch_buffer b{mem.get(), 2 * page, SVMBATCH_ACCESS_READ_WRITE};
+	svmbatch_reg *reg = nullptr;
+	size_t bad = 0;
+
+	ASSERT_EQ(svmbatch_register(ctx_, &b, 1, &reg, &bad), 0) << svmbatch_last_error();
+	svmbatch_reg_info info{};
+	ASSERT_EQ(svmbatch_reg_get_info(reg, &info), 0);
+	EXPECT_EQ(info.pages, 2u);
+	svmbatch::test::Ring ring;
+	svmbatch_fixed *fixed = nullptr;
+	ASSERT_EQ(svmbatch_register_fixed(reg, &ring.get(), nullptr, &fixed), 0)
+		<< svmbatch_last_error();
+	svmbatch_fixed_slice s{};
+	EXPECT_EQ(svmbatch_fixed_get(fixed, 0, &s), 0);
+	EXPECT_EQ(s.addr, mem.get());
+	svmbatch_unregister_fixed(fixed);
+	svmbatch_unregister(reg);
+	EXPECT_EQ(svmbatch_register(nullptr, &b, 1, &reg, &bad), -EINVAL);
+	EXPECT_EQ(svmbatch_c_api_deprecated_names(), 0);
+}
+#pragma GCC diagnostic pop
 
 } // namespace

@@ -9,7 +9,7 @@
  * (SVMBATCH_LIB_NO_INDEX otherwise, success included; failed_index may be
  * NULL).  NULL arguments and unknown enum values give -EINVAL; a failure
  * that is not the library's own error is -ENOMEM (out of memory) or -EIO
- * (the message says so).  The _close/_unregister functions accept NULL.
+ * (the message says so).  The _close/_destroy functions accept NULL.
  */
 #ifndef SVMBATCH_SVMBATCH_H
 #define SVMBATCH_SVMBATCH_H
@@ -88,21 +88,38 @@ SVMBATCH_API int svmbatch_ctx_get_info(const svmbatch_ctx *ctx,
 			  struct svmbatch_ctx_info *info);
 
 /* Registrations: all buffers or none. */
-SVMBATCH_API int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
-		      size_t nr_buffers, svmbatch_reg **reg,
-		      size_t *failed_index);
-SVMBATCH_API void svmbatch_unregister(svmbatch_reg *reg);
+SVMBATCH_API int svmbatch_reg_create(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
+			size_t nr_buffers, svmbatch_reg **reg,
+			size_t *failed_index);
+SVMBATCH_API void svmbatch_reg_destroy(svmbatch_reg *reg);
 SVMBATCH_API int svmbatch_reg_get_info(const svmbatch_reg *reg,
 			  struct svmbatch_reg_info *info);
 
-/* io_uring fixed buffers; options may be NULL.  Free before the ring. */
-SVMBATCH_API int svmbatch_register_fixed(const svmbatch_reg *reg, struct io_uring *ring,
-			    const struct svmbatch_fixed_options *options,
-			    svmbatch_fixed **fixed);
+/* io_uring fixed buffers; options may be NULL.  Destroy before the ring. */
+SVMBATCH_API int svmbatch_fixed_create(const svmbatch_reg *reg, struct io_uring *ring,
+			  const struct svmbatch_fixed_options *options,
+			  svmbatch_fixed **fixed);
 /* The first slice of caller buffer @buffer; -ERANGE past the end. */
 SVMBATCH_API int svmbatch_fixed_get(const svmbatch_fixed *fixed, size_t buffer,
 		       struct svmbatch_fixed_slice *slice);
-SVMBATCH_API void svmbatch_unregister_fixed(svmbatch_fixed *fixed);
+SVMBATCH_API void svmbatch_fixed_destroy(svmbatch_fixed *fixed);
+
+/*
+ * The names of libsvmbatch 0.1, before every function was named
+ * svmbatch_<object>_<verb>: the same functions, still exported (the soname
+ * stays libsvmbatch.so.1).  New code uses the names above.
+ */
+SVMBATCH_API SVMBATCH_DEPRECATED("use svmbatch_reg_create")
+int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
+		      size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index);
+SVMBATCH_API SVMBATCH_DEPRECATED("use svmbatch_reg_destroy")
+void svmbatch_unregister(svmbatch_reg *reg);
+SVMBATCH_API SVMBATCH_DEPRECATED("use svmbatch_fixed_create")
+int svmbatch_register_fixed(const svmbatch_reg *reg, struct io_uring *ring,
+			    const struct svmbatch_fixed_options *options,
+			    svmbatch_fixed **fixed);
+SVMBATCH_API SVMBATCH_DEPRECATED("use svmbatch_fixed_destroy")
+void svmbatch_unregister_fixed(svmbatch_fixed *fixed);
 
 /* The message of this thread's latest int-returning call; "" on success. */
 SVMBATCH_API const char *svmbatch_last_error(void);

@@ -155,24 +155,24 @@ int svmbatch_ctx_get_info(const svmbatch_ctx *ctx, struct svmbatch_ctx_info *inf
 	return 0;
 }
 
-int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
-		      size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index)
+int svmbatch_reg_create(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
+			size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index)
 {
 	if (failed_index)
 		*failed_index = SVMBATCH_LIB_NO_INDEX;
 	if (!ctx || !reg || (!buffers && nr_buffers))
-		return invalid("svmbatch_register: NULL argument");
+		return invalid("svmbatch_reg_create: NULL argument");
 	*reg = nullptr;
 	/* More than could ever be in memory: the copy below would throw length_error. */
 	if (nr_buffers > std::vector<svmbatch::Buffer>().max_size())
-		return fail(ENOMEM, "svmbatch_register: too many buffers");
+		return fail(ENOMEM, "svmbatch_reg_create: too many buffers");
 	for (size_t i = 0; i < nr_buffers; i++) {
 		auto a = raw_value(buffers[i].access);
 
 		if (a != SVMBATCH_ACCESS_READ_WRITE && a != SVMBATCH_ACCESS_READ_ONLY) {
 			if (failed_index)
 				*failed_index = i;
-			return invalid("svmbatch_register: unknown access");
+			return invalid("svmbatch_reg_create: unknown access");
 		}
 	}
 	return guarded(failed_index, [&] {
@@ -185,11 +185,11 @@ int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
 					: svmbatch::Access::ReadWrite};
 		auto r = std::make_unique<svmbatch_reg>(
 			svmbatch_reg{ctx->ctx.register_buffers(b)});
-		*reg = r.release();	/* owned by the caller until svmbatch_unregister */
+		*reg = r.release();	/* owned by the caller until svmbatch_reg_destroy */
 	});
 }
 
-void svmbatch_unregister(svmbatch_reg *reg)
+void svmbatch_reg_destroy(svmbatch_reg *reg)
 {
 	delete reg;	// NOLINT(cppcoreguidelines-owning-memory): C ownership
 }
@@ -208,12 +208,12 @@ int svmbatch_reg_get_info(const svmbatch_reg *reg, struct svmbatch_reg_info *inf
 	return 0;
 }
 
-int svmbatch_register_fixed(const svmbatch_reg *reg, struct io_uring *ring,
-			    const struct svmbatch_fixed_options *options,
-			    svmbatch_fixed **fixed)
+int svmbatch_fixed_create(const svmbatch_reg *reg, struct io_uring *ring,
+			  const struct svmbatch_fixed_options *options,
+			  svmbatch_fixed **fixed)
 {
 	if (!reg || !ring || !fixed)
-		return invalid("svmbatch_register_fixed: NULL argument");
+		return invalid("svmbatch_fixed_create: NULL argument");
 	*fixed = nullptr;
 	return guarded(nullptr, [&] {
 		svmbatch::FixedOptions opt;
@@ -243,7 +243,7 @@ int svmbatch_fixed_get(const svmbatch_fixed *fixed, size_t buffer,
 	return 0;
 }
 
-void svmbatch_unregister_fixed(svmbatch_fixed *fixed)
+void svmbatch_fixed_destroy(svmbatch_fixed *fixed)
 {
 	delete fixed;	// NOLINT(cppcoreguidelines-owning-memory): C ownership
 }
@@ -251,6 +251,30 @@ void svmbatch_unregister_fixed(svmbatch_fixed *fixed)
 const char *svmbatch_last_error(void)
 {
 	return last_error.c_str();
+}
+
+/* The deprecated names: the same functions under the names of 0.1. */
+int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
+		      size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index)
+{
+	return svmbatch_reg_create(ctx, buffers, nr_buffers, reg, failed_index);
+}
+
+void svmbatch_unregister(svmbatch_reg *reg)
+{
+	svmbatch_reg_destroy(reg);
+}
+
+int svmbatch_register_fixed(const svmbatch_reg *reg, struct io_uring *ring,
+			    const struct svmbatch_fixed_options *options,
+			    svmbatch_fixed **fixed)
+{
+	return svmbatch_fixed_create(reg, ring, options, fixed);
+}
+
+void svmbatch_unregister_fixed(svmbatch_fixed *fixed)
+{
+	svmbatch_fixed_destroy(fixed);
 }
 
 } // extern "C"
