@@ -98,7 +98,8 @@ int write_pattern_file(const std::string &dir, std::uint64_t total)
 		std::size_t n = std::min<std::uint64_t>(chunk.size(), total - off);
 		for (std::size_t k = 0; k < n; k++)
 			chunk[k] = pattern(off + k);
-		if (::pwrite(fd, chunk.data(), n, static_cast<off_t>(off)) != static_cast<ssize_t>(n)) {
+		if (::pwrite(fd, chunk.data(), n, static_cast<off_t>(off)) !=
+		    static_cast<ssize_t>(n)) {
 			int err = errno;
 			::close(fd);
 			throw std::system_error(err, std::generic_category(), "pwrite");

@@ -72,7 +72,8 @@ std::vector<std::uint64_t> gpu_checksums(const std::vector<std::uint64_t> &devic
 	DeviceArray<unsigned long long> dptrs(ptrs), dlens(l), dsums(zero);
 
 	if (!ptrs.empty())
-		checksum_kernel<<<static_cast<unsigned>(ptrs.size()), 256>>>(dptrs.p, dlens.p, dsums.p);
+		checksum_kernel<<<static_cast<unsigned>(ptrs.size()), 256>>>(dptrs.p, dlens.p,
+									     dsums.p);
 	check(cudaGetLastError(), "checksum_kernel launch");
 	check(cudaDeviceSynchronize(), "checksum_kernel");
 	check(cudaMemcpy(zero.data(), dsums.p, zero.size() * sizeof(unsigned long long),

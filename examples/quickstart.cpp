@@ -21,9 +21,10 @@ int main()
 		// Mode::Kernel: fail rather than fall back to userspace mode.
 		svmbatch::Context ctx(svmbatch::Mode::Kernel);
 		svmbatch::Registration reg = ctx.register_buffers(buffers);
-		std::printf("quickstart: %zu buffers, %zu ranges, %llu pages pinned in kernel mode\n",
-			    reg.buffers().size(), reg.ranges().size(),
-			    static_cast<unsigned long long>(reg.pinned_pages()));
+		std::printf(
+			"quickstart: %zu buffers, %zu ranges, %llu pages pinned in kernel mode\n",
+			reg.buffers().size(), reg.ranges().size(),
+			static_cast<unsigned long long>(reg.pinned_pages()));
 	} catch (const svmbatch::Error &e) {
 		std::fprintf(stderr, "quickstart: %s\n", e.what());
 		return 1;

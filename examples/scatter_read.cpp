@@ -86,8 +86,7 @@ std::string human(double bytes)
 
 [[noreturn]] void usage(const char *argv0)
 {
-	std::fprintf(stderr,
-		     "usage: %s [--mode auto|kernel|userspace] [--buffers N] [--dir DIR]\n",
+	std::fprintf(stderr, "usage: %s [--mode auto|kernel|userspace] [--buffers N] [--dir DIR]\n",
 		     argv0);
 	std::exit(2);
 }
@@ -131,8 +130,7 @@ ScatteredBuffers allocate(std::size_t n)
 	ScatteredBuffers b;
 
 	for (std::size_t i = 0; i < n; i++) {
-		auto len = static_cast<std::size_t>(
-			std::clamp(size_dist(rng), 4096.0, 1048576.0));
+		auto len = static_cast<std::size_t>(std::clamp(size_dist(rng), 4096.0, 1048576.0));
 
 		b.mem.emplace_back(static_cast<char *>(std::malloc(len)));
 		b.spacers.emplace_back(static_cast<char *>(std::malloc(64 + rng() % 4096)));
@@ -156,8 +154,8 @@ void print_setup(const svmbatch::Context &ctx, const ScatteredBuffers &b)
 		std::printf("  module             ABI %u, max %u ranges, features 0x%llx\n",
 			    info.abi_version, info.max_ranges,
 			    static_cast<unsigned long long>(info.features));
-	std::printf("  buffers            %zu malloc'd, 4 KiB .. 1 MiB, %s in all\n",
-		    b.list.size(), human(static_cast<double>(b.total)).c_str());
+	std::printf("  buffers            %zu malloc'd, 4 KiB .. 1 MiB, %s in all\n", b.list.size(),
+		    human(static_cast<double>(b.total)).c_str());
 }
 
 /*
@@ -177,12 +175,11 @@ svmbatch::Registration register_buffers(svmbatch::Context &ctx, const ScatteredB
 	svmbatch::Registration reg = ctx.register_buffers(b.list);
 	double batch_ms = ms_since(t0);
 
-	std::printf("  ranges             %zu buffers -> %zu ranges after merging\n",
-		    b.list.size(), reg.ranges().size());
+	std::printf("  ranges             %zu buffers -> %zu ranges after merging\n", b.list.size(),
+		    reg.ranges().size());
 	std::printf("  pages              %llu covered, %llu pinned by the module, VmPin +%lld kB\n",
 		    static_cast<unsigned long long>(reg.pages()),
-		    static_cast<unsigned long long>(reg.pinned_pages()),
-		    pinned_kb() - pin_before);
+		    static_cast<unsigned long long>(reg.pinned_pages()), pinned_kb() - pin_before);
 	std::printf("  register           %8.2f ms in one call\n", batch_ms);
 	std::printf("                     %8.2f ms in %zu calls (%.1fx)\n", single_ms,
 		    b.list.size(), single_ms / batch_ms);
@@ -243,7 +240,8 @@ int read_fixed(io_uring &ring, int fd, const svmbatch::FixedBuffers &fixed,
 			return ret;
 		io_uring_cqe *cqe;
 		unsigned head, seen = 0;
-		io_uring_for_each_cqe(&ring, head, cqe) {
+		io_uring_for_each_cqe(&ring, head, cqe)
+		{
 			std::size_t i = io_uring_cqe_get_data64(cqe);
 
 			seen++;
@@ -252,7 +250,7 @@ int read_fixed(io_uring &ring, int fd, const svmbatch::FixedBuffers &fixed,
 				return cqe->res ? cqe->res : -EIO;
 			done[i] += static_cast<std::size_t>(cqe->res);
 			if (done[i] < fixed[i].len)
-				submit(i);	/* short read: the rest */
+				submit(i); /* short read: the rest */
 			else
 				finished++;
 		}
@@ -266,8 +264,7 @@ int read_fixed(io_uring &ring, int fd, const svmbatch::FixedBuffers &fixed,
  * bytes, and the file read into all of them.  True when every read
  * completed.
  */
-bool read_file(const svmbatch::Registration &reg, const ScatteredBuffers &b,
-	       const std::string &dir)
+bool read_file(const svmbatch::Registration &reg, const ScatteredBuffers &b, const std::string &dir)
 {
 	io_uring ring;
 	if (int ret = io_uring_queue_init(128, &ring, 0); ret < 0) {
@@ -326,7 +323,8 @@ bool bad_batch_fails(svmbatch::Context &ctx, const ScatteredBuffers &b)
 {
 	const std::size_t bad = b.list.size() / 2;
 	std::vector<svmbatch::Buffer> broken = b.list;
-	broken[bad] = {reinterpret_cast<void *>(4096), 8};	// NOLINT(performance-no-int-to-ptr): an unmapped page on purpose
+	broken[bad] = {reinterpret_cast<void *>(4096),
+		       8}; // NOLINT(performance-no-int-to-ptr): an unmapped page on purpose
 	long long pin_before = pinned_kb();
 
 	try {

@@ -57,8 +57,8 @@ struct Region {
 	std::size_t len = 0;
 	explicit Region(std::size_t bytes, bool thp = false) : len(bytes)
 	{
-		void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				 -1, 0);
 		if (m == MAP_FAILED)
 			throw std::system_error(errno, std::generic_category(), "mmap");
 		p = static_cast<char *>(m);
@@ -89,7 +89,9 @@ enum class Layout { Scattered, Touching, TouchingThp };
 
 const char *layout_name(Layout l)
 {
-	return l == Layout::Scattered ? "scattered" : l == Layout::Touching ? "touching" : "touching_thp";
+	return l == Layout::Scattered ? "scattered" :
+	       l == Layout::Touching  ? "touching" :
+					"touching_thp";
 }
 
 /// Medians of one mapping case, in microseconds.
@@ -122,7 +124,8 @@ MappingTimes time_mapping(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
 		loop_us.push_back(time_us([&] {
 			for (std::size_t i = 0; i < bufs.size(); i++) {
 				check(cudaHostRegister(bufs[i].ptr, bufs[i].len,
-						       cudaHostRegisterMapped | cudaHostRegisterPortable),
+						       cudaHostRegisterMapped |
+							       cudaHostRegisterPortable),
 				      "cudaHostRegister");
 				check(cudaHostGetDevicePointer(&dptr[i], bufs[i].ptr, 0),
 				      "cudaHostGetDevicePointer");
@@ -145,7 +148,7 @@ std::string mapping_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, st
 			 std::size_t size, Layout layout)
 {
 	const bool touching = layout != Layout::Scattered;
-	std::size_t stride = touching ? size : size + page;	// a guard page between
+	std::size_t stride = touching ? size : size + page; // a guard page between
 	long huge_before = anon_huge_kb();
 	Region region(n * stride, layout == Layout::TouchingThp);
 	long thp_kb = anon_huge_kb() - huge_before;
@@ -153,7 +156,7 @@ std::string mapping_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, st
 	for (std::size_t i = 0; i < n; i++)
 		bufs.push_back({region.p + i * stride, size});
 	::mprotect(region.p, region.len, PROT_READ | PROT_WRITE);
-	if (!touching)	/* guard pages: no VMA merging, no touching ranges */
+	if (!touching) /* guard pages: no VMA merging, no touching ranges */
 		for (std::size_t i = 0; i < n; i++)
 			::mprotect(region.p + i * stride + size, page, PROT_NONE);
 
@@ -215,7 +218,8 @@ struct CopyStream {
 	{
 		check(cudaStreamCreate(&stream), "cudaStreamCreate");
 		for (auto &e : done)
-			check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+			check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+			      "cudaEventCreate");
 	}
 	~CopyStream()
 	{
@@ -275,16 +279,20 @@ PipelineRates time_pipeline(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
 	auto sync = [&] { check(cudaStreamSynchronize(copies.stream), "sync"); };
 
 	std::vector<double> pread_us, read_us, h2d_us, pipe_us;
-	read_batch(0);	/* warm: page cache, TLBs, the CUDA paths */
+	read_batch(0); /* warm: page cache, TLBs, the CUDA paths */
 	copy_batch(0);
 	sync();
 	for (int p = 0; p < passes; p++) {
-		pread_us.push_back(time_us([&] {	/* the reference: plain pread */
-			for (std::size_t i = 0; i < nbuf; i++)
-				if (::pread(fd, buffers.list[i].ptr, size, static_cast<off_t>(i * size)) !=
-				    static_cast<ssize_t>(size))
-					throw std::system_error(errno, std::generic_category(), "pread");
-		}));
+		pread_us.push_back(time_us(
+			[&] { /* the reference: plain pread */
+			      for (std::size_t i = 0; i < nbuf; i++)
+				      if (::pread(fd, buffers.list[i].ptr, size,
+						  static_cast<off_t>(i * size)) !=
+					  static_cast<ssize_t>(size))
+					      throw std::system_error(errno,
+								      std::generic_category(),
+								      "pread");
+			}));
 		read_us.push_back(time_us([&] {
 			for (std::size_t b = 0; b < copies.done.size(); b++)
 				read_batch(b);
@@ -296,9 +304,10 @@ PipelineRates time_pipeline(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
 		}));
 		pipe_us.push_back(time_us([&] {
 			for (std::size_t b = 0; b < copies.done.size(); b++) {
-				check(cudaEventSynchronize(copies.done[b]), "event");	/* batch b free */
+				check(cudaEventSynchronize(copies.done[b]),
+				      "event"); /* batch b free */
 				read_batch(b);
-				copy_batch(b);	/* runs while the next batch is read */
+				copy_batch(b); /* runs while the next batch is read */
 			}
 			sync();
 		}));
@@ -349,10 +358,11 @@ int main(int argc, char **argv)
 		std::string mapping;
 		for (std::size_t n : {100, 2000, 16384}) {
 			for (std::size_t size : {4096, 65536, 1 << 20}) {
-				for (Layout layout : {Layout::Scattered, Layout::Touching,
-						      Layout::TouchingThp}) {
+				for (Layout layout :
+				     {Layout::Scattered, Layout::Touching, Layout::TouchingThp}) {
 					if (n * size > (std::size_t{4} << 30)) {
-						std::fprintf(stderr, "skip %zu x %zu: over 4 GiB\n", n, size);
+						std::fprintf(stderr, "skip %zu x %zu: over 4 GiB\n",
+							     n, size);
 						continue;
 					}
 					mapping += (mapping.empty() ? "\n    " : ",\n    ") +

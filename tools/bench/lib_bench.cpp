@@ -56,8 +56,7 @@ struct Result {
 	bool skipped = false;
 };
 
-template <typename A, typename B>
-std::pair<double, double> paired_median_us(int reps, A a, B b)
+template <typename A, typename B> std::pair<double, double> paired_median_us(int reps, A a, B b)
 {
 	std::vector<double> ta, tb;
 
@@ -118,7 +117,8 @@ Result bench(const Config &c, std::optional<svmbatch::Context> &kernel,
 	svmbatch::Registration reg = userspace.register_buffers(b);
 	std::vector<iovec> iov;
 	for (const svmbatch::KernelRange &k : reg.ranges())
-		iov.push_back({reinterpret_cast<void *>(k.addr), k.len});	// NOLINT(performance-no-int-to-ptr)
+		iov.push_back({reinterpret_cast<void *>(k.addr),
+			       k.len}); // NOLINT(performance-no-int-to-ptr)
 	r.ranges = iov.size();
 
 	io_uring ring;
@@ -132,8 +132,9 @@ Result bench(const Config &c, std::optional<svmbatch::Context> &kernel,
 	};
 	/* One untimed warm-up of each sizes the repetition count. */
 	double once = time_us(fixed) + time_us(raw);
-	r.reps = static_cast<int>(std::clamp(budget_us / once, double{min_reps},
-					     double{max_reps})) | 1;
+	r.reps =
+		static_cast<int>(std::clamp(budget_us / once, double{min_reps}, double{max_reps})) |
+		1;
 	/* Interleaved, alternating which goes first: drift hits both alike. */
 	std::tie(r.fixed_us, r.raw_us) = paired_median_us(r.reps, fixed, raw);
 	io_uring_queue_exit(&ring);
@@ -173,8 +174,9 @@ void print_json(const std::vector<Result> &results, bool kernel, const char *rel
 		const char *sep = i + 1 < results.size() ? "," : "";
 
 		if (r.skipped) {
-			std::printf("    {\"size\": \"%s\", \"n\": %zu, \"skipped\": \"over %zu MiB\"}%s\n",
-				    r.c.name, r.c.n, max_bytes >> 20, sep);
+			std::printf(
+				"    {\"size\": \"%s\", \"n\": %zu, \"skipped\": \"over %zu MiB\"}%s\n",
+				r.c.name, r.c.n, max_bytes >> 20, sep);
 			continue;
 		}
 		std::printf("    {\"size\": \"%s\", \"n\": %zu, \"ranges\": %zu, \"reps\": %d, "
@@ -183,8 +185,9 @@ void print_json(const std::vector<Result> &results, bool kernel, const char *rel
 			    r.c.name, r.c.n, r.ranges, r.reps, r.fixed_us, r.raw_us,
 			    r.fixed_us / r.raw_us);
 		if (kernel)
-			std::printf("\"kernel_register_us\": %.3f, \"kernel_over_userspace\": %.4f, ",
-				    r.kernel_us, r.kernel_us / r.userspace_us);
+			std::printf(
+				"\"kernel_register_us\": %.3f, \"kernel_over_userspace\": %.4f, ",
+				r.kernel_us, r.kernel_us / r.userspace_us);
 		else
 			std::printf("\"kernel_register_us\": \"absent\", ");
 		std::printf("\"userspace_register_us\": %.3f}%s\n", r.userspace_us, sep);
@@ -197,8 +200,8 @@ void print_json(const std::vector<Result> &results, bool kernel, const char *rel
 int main()
 {
 	const Config configs[] = {
-		{16, 4096, "4KiB"},	{256, 4096, "4KiB"},  {2000, 4096, "4KiB"},
-		{16384, 4096, "4KiB"},	{16, 65536, "64KiB"}, {256, 65536, "64KiB"},
+		{16, 4096, "4KiB"},	{256, 4096, "4KiB"},	 {2000, 4096, "4KiB"},
+		{16384, 4096, "4KiB"},	{16, 65536, "64KiB"},	 {256, 65536, "64KiB"},
 		{2000, 65536, "64KiB"}, {16384, 65536, "64KiB"},
 	};
 	std::optional<svmbatch::Context> kernel;
@@ -212,10 +215,10 @@ int main()
 		if (::access(svmbatch::Context::default_device, F_OK) == 0)
 			kernel.emplace(svmbatch::Mode::Kernel);
 		else
-			std::printf("# kernel mode absent: no %s\n", svmbatch::Context::default_device);
-		std::printf("# %-6s %6s %7s %11s %11s %7s %11s %11s %7s\n", "size", "N",
-			    "ranges", "fixed_us", "raw_us", "fix/raw", "kernel_us",
-			    "user_us", "k/u");
+			std::printf("# kernel mode absent: no %s\n",
+				    svmbatch::Context::default_device);
+		std::printf("# %-6s %6s %7s %11s %11s %7s %11s %11s %7s\n", "size", "N", "ranges",
+			    "fixed_us", "raw_us", "fix/raw", "kernel_us", "user_us", "k/u");
 		for (const Config &c : configs) {
 			results.push_back(bench(c, kernel, userspace));
 			if (!results.back().skipped)

@@ -37,7 +37,7 @@ using bench_stats::Clock;
 struct Point {
 	unsigned n = 0;
 	int reps = 0;
-	double batch_us = 0, single_us = 0;	// medians, the whole N
+	double batch_us = 0, single_us = 0; // medians, the whole N
 };
 
 /// Median of timings of fn, and their number: at least 5, up to 51 runs or ~0.2 s.
@@ -46,7 +46,8 @@ template <typename Fn> std::pair<double, int> median_us(Fn fn)
 	std::vector<double> t;
 	auto start = Clock::now();
 
-	while (t.size() < 5 || (t.size() < 51 && Clock::now() - start < std::chrono::milliseconds(200)))
+	while (t.size() < 5 ||
+	       (t.size() < 51 && Clock::now() - start < std::chrono::milliseconds(200)))
 		t.push_back(bench_stats::time_us(fn));
 	return {bench_stats::median(t), static_cast<int>(t.size())};
 }
@@ -66,7 +67,7 @@ std::string today()
 {
 	char buf[16];
 	std::time_t now = std::time(nullptr);
-	std::tm tm {};
+	std::tm tm{};
 
 	::gmtime_r(&now, &tm);
 	std::strftime(buf, sizeof(buf), "%Y-%m-%d", &tm);
@@ -92,7 +93,8 @@ void plot(const std::string &dat, const std::string &png, const std::string &tit
 		     "'' using 1:3 with linespoints title 'N registrations of one range'\n",
 		     png.c_str(), title.c_str(), dat.c_str());
 	if (::pclose(gp) != 0)
-		throw std::runtime_error("gnuplot failed (apt-get install gnuplot-nox, or --no-plot)");
+		throw std::runtime_error(
+			"gnuplot failed (apt-get install gnuplot-nox, or --no-plot)");
 }
 
 using Region = std::unique_ptr<void, std::function<void(void *)>>;
@@ -102,8 +104,8 @@ using Region = std::unique_ptr<void, std::function<void(void *)>>;
 Region map_scattered_pages(unsigned n, std::size_t page)
 {
 	std::size_t len = 2 * page * n;
-	void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE,
-			 -1, 0);
+	void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
+			 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
 	if (m == MAP_FAILED)
 		throw std::system_error(errno, std::generic_category(), "mmap");
 	Region region(m, [len](void *p) { ::munmap(p, len); });
@@ -129,9 +131,10 @@ std::vector<Point> measure(Context &ctx, const BenchOptions &opt, void *base, st
 		Point p{n};
 		std::tie(p.batch_us, p.reps) = median_us([&] { (void)ctx.register_buffers(bufs); });
 		p.single_us = median_us([&] {
-			for (const Buffer &buf : bufs)
-				(void)ctx.register_buffers(std::span<const Buffer>(&buf, 1));
-		}).first;
+				      for (const Buffer &buf : bufs)
+					      (void)ctx.register_buffers(
+						      std::span<const Buffer>(&buf, 1));
+			      }).first;
 		points.push_back(p);
 		done++;
 	}
@@ -148,8 +151,8 @@ void write_results(const std::vector<Point> &points, const Context &ctx, const u
 	json << "{\"what\": \"svmbatch bench: 4 KiB ranges, one registration of N vs N of one\", "
 	     << "\"mode\": " << json_string(mode_name(ctx.mode()))
 	     << ", \"reason\": " << json_string(ctx.info().reason)
-	     << ", \"kernel\": " << json_string(u.release) << ", \"machine\": " << json_string(u.machine)
-	     << ", \"points\": [";
+	     << ", \"kernel\": " << json_string(u.release)
+	     << ", \"machine\": " << json_string(u.machine) << ", \"points\": [";
 	std::ofstream dat(base + ".dat");
 	std::printf("%8s %14s %14s %8s\n", "N", "batch us/range", "single us/range", "ratio");
 	for (std::size_t i = 0; i < points.size(); i++) {
@@ -158,7 +161,8 @@ void write_results(const std::vector<Point> &points, const Context &ctx, const u
 		std::printf("%8u %14.3f %14.3f %8.2f\n", p.n, b, s, s / b);
 		json << (i ? ", " : "") << "{\"n\": " << p.n << ", \"reps\": " << p.reps
 		     << ", \"batch_us\": " << p.batch_us << ", \"single_us\": " << p.single_us
-		     << ", \"batch_us_per_range\": " << b << ", \"single_us_per_range\": " << s << "}";
+		     << ", \"batch_us_per_range\": " << b << ", \"single_us_per_range\": " << s
+		     << "}";
 		dat << p.n << ' ' << b << ' ' << s << '\n';
 	}
 	json << "]}\n";

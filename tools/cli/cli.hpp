@@ -10,9 +10,9 @@ namespace svmbatch::cli {
 /// Exit codes a shell user can test.
 enum Exit : int {
 	exit_ok = 0,
-	exit_failed = 1,	///< a test, a benchmark or an operation failed
-	exit_usage = 2,		///< bad command line
-	exit_no_module = 3,	///< the module is not loaded (stat, selftest)
+	exit_failed = 1, ///< a test, a benchmark or an operation failed
+	exit_usage = 2, ///< bad command line
+	exit_no_module = 3, ///< the module is not loaded (stat, selftest)
 };
 
 /// Where the module shows itself; options and SVMBATCH_* variables move

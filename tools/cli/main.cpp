@@ -25,35 +25,38 @@ int main(int argc, char **argv)
 		paths.device = d;
 	if (const char *d = std::getenv("SVMBATCH_DEBUGFS"))
 		paths.debugfs = d;
-	app.add_option("--device", paths.device, "the module's device node")
-		->capture_default_str();
+	app.add_option("--device", paths.device, "the module's device node")->capture_default_str();
 	app.add_option("--debugfs", paths.debugfs, "the module's debugfs directory")
 		->capture_default_str();
 
 	bool json = false;
 	auto *info = app.add_subcommand("info", "module present? ABI version, limits, features, "
-					"and the mode the library would pick, with why");
+						"and the mode the library would pick, with why");
 	info->add_flag("--json", json, "print JSON");
 
 	auto *stat = app.add_subcommand("stat", "registrations, pinned bytes, stale count: "
-					"global and per process (needs debugfs, root)");
+						"global and per process (needs debugfs, root)");
 	stat->add_flag("--json", json, "print JSON");
 
 	cli::BenchOptions bopt;
 	bool no_plot = false, quiet = false;
-	auto *bench = app.add_subcommand("bench", "cost per range against batch size (one "
-					 "REGISTER of N ranges vs N single calls): JSON and a PNG plot");
+	auto *bench =
+		app.add_subcommand("bench",
+				   "cost per range against batch size (one "
+				   "REGISTER of N ranges vs N single calls): JSON and a PNG plot");
 	bench->add_option("--out", bopt.out_dir, "directory for bench-<date>.json and .png")
 		->capture_default_str();
-	bench->add_option("--sizes", bopt.batch_sizes, "batch sizes")->capture_default_str()
+	bench->add_option("--sizes", bopt.batch_sizes, "batch sizes")
+		->capture_default_str()
 		->check(CLI::Range(1u, 16384u));
 	bench->add_flag("--no-plot", no_plot, "no PNG (no gnuplot needed)");
-	bench->add_flag("--quiet", quiet, "no progress bar (there is none unless stderr is a terminal)");
+	bench->add_flag("--quiet", quiet,
+			"no progress bar (there is none unless stderr is a terminal)");
 
 	std::string dir = SVMBATCH_SELFTEST_DIR;
 	std::vector<std::string> only;
 	auto *selftest = app.add_subcommand("selftest", "run the installed kselftests of the "
-					    "module (root) and print a summary");
+							"module (root) and print a summary");
 	selftest->add_option("--dir", dir, "where the selftests are")->capture_default_str();
 	selftest->add_option("tests", only, "run only these (names as in --dir)");
 

@@ -46,7 +46,7 @@ Counts run_one(const std::string &path)
 	int status = ::pclose(out);
 	bool clean = WIFEXITED(status) && (WEXITSTATUS(status) == 0 || WEXITSTATUS(status) == 4);
 	if (!clean && c.failed == 0)
-		c.failed = 1;	// died outside a test
+		c.failed = 1; // died outside a test
 	return c;
 }
 
@@ -63,13 +63,16 @@ int selftest(const std::string &dir, const std::vector<std::string> &only, const
 		return exit_failed;
 	}
 	if (::access(paths.device.c_str(), F_OK) != 0) {
-		std::fprintf(stderr, "svmbatch: the module is not loaded (no %s): "
-			     "modprobe svmbatch\n", paths.device.c_str());
+		std::fprintf(stderr,
+			     "svmbatch: the module is not loaded (no %s): "
+			     "modprobe svmbatch\n",
+			     paths.device.c_str());
 		return exit_no_module;
 	}
 	for (const auto &e : std::filesystem::directory_iterator(dir, ec)) {
 		std::string name = e.path().filename();
-		bool wanted = only.empty() || std::find(only.begin(), only.end(), name) != only.end();
+		bool wanted = only.empty() ||
+			      std::find(only.begin(), only.end(), name) != only.end();
 		if (wanted && e.is_regular_file() && ::access(e.path().c_str(), X_OK) == 0)
 			tests.push_back(e.path());
 	}
@@ -78,7 +81,8 @@ int selftest(const std::string &dir, const std::vector<std::string> &only, const
 		if (std::none_of(tests.begin(), tests.end(), [&](const std::string &t) {
 			    return std::filesystem::path(t).filename() == name;
 		    })) {
-			std::fprintf(stderr, "svmbatch: no selftest %s in %s\n", name.c_str(), dir.c_str());
+			std::fprintf(stderr, "svmbatch: no selftest %s in %s\n", name.c_str(),
+				     dir.c_str());
 			return exit_usage;
 		}
 

@@ -67,7 +67,7 @@ Processes read_processes(const std::string &debugfs)
 	std::ifstream clients(debugfs + "/clients");
 	std::string line;
 
-	std::getline(clients, line);	// header
+	std::getline(clients, line); // header
 	while (std::getline(clients, line)) {
 		std::istringstream in(line);
 		unsigned long long id, regs, pages, failed;
@@ -151,7 +151,8 @@ int stat(const Paths &paths, bool json)
 		}
 		std::fprintf(stderr, "svmbatch: cannot read %s: %s (%s)\n", stats_path.c_str(),
 			     std::strerror(e.err()),
-			     e.err() == EACCES ? "run as root" : "is debugfs mounted on /sys/kernel/debug?");
+			     e.err() == EACCES ? "run as root" :
+						 "is debugfs mounted on /sys/kernel/debug?");
 		return exit_failed;
 	}
 	const Processes procs = read_processes(paths.debugfs);

@@ -49,7 +49,8 @@ protected:
 	{
 		int n = 0;
 		if (cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess || n == 0)
-			GTEST_SKIP() << "no CUDA device on this machine (" << cudaGetErrorName(e) << ")";
+			GTEST_SKIP()
+				<< "no CUDA device on this machine (" << cudaGetErrorName(e) << ")";
 		ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
 		cuda_.emplace();
 		ctx_.emplace();
@@ -100,10 +101,10 @@ TEST_F(CudaDevice, TwoThousandScatteredBuffersChecksumOnTheGpuAndBack)
 	for (std::size_t i = 0; i < bufs.size(); i++)
 		ASSERT_EQ(gpu[i], device::cpu_checksum(bufs[i].ptr, lens[i])) << "buffer " << i;
 
-	mem[17][100] ^= 0xff;	/* the CPU writes, the GPU sees it */
+	mem[17][100] ^= 0xff; /* the CPU writes, the GPU sees it */
 	EXPECT_EQ(device::gpu_checksums({dptrs[17]}, {lens[17]})[0],
 		  device::cpu_checksum(bufs[17].ptr, lens[17]));
-	device::gpu_write_byte(dptrs, 5, 0xA5);	/* the GPU writes, the CPU sees it */
+	device::gpu_write_byte(dptrs, 5, 0xA5); /* the GPU writes, the CPU sees it */
 	for (std::size_t i = 0; i < bufs.size(); i++)
 		ASSERT_EQ(mem[i][5], 0xA5) << "buffer " << i;
 	m.reset();
@@ -114,7 +115,7 @@ TEST_F(CudaDevice, RangeKFailingUnregistersRangesBeforeItAndLeavesCudaClean)
 {
 	Pages mem(5 * 18);
 	std::vector<Buffer> bufs;
-	for (std::size_t i = 0; i < 5; i++)	/* 16-page buffers, gaps between */
+	for (std::size_t i = 0; i < 5; i++) /* 16-page buffers, gaps between */
 		bufs.push_back({mem.p + 18 * i * page, 16 * page});
 	std::memset(mem.p, 1, mem.len);
 	Registration r = ctx_->register_buffers(bufs);
@@ -135,7 +136,7 @@ TEST_F(CudaDevice, RangeKFailingUnregistersRangesBeforeItAndLeavesCudaClean)
 	EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
 	ASSERT_EQ(cudaHostUnregister(blocker), cudaSuccess);
-	GpuMapping m = r.map(*cuda_);	/* now it works */
+	GpuMapping m = r.map(*cuda_); /* now it works */
 	EXPECT_EQ(cuda_type(bufs[4].ptr), cudaMemoryTypeHost);
 }
 
