@@ -7,8 +7,18 @@ include(CMakePackageConfigHelpers)
 install(TARGETS svmbatch svmbatch_static EXPORT svmbatchTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
+# The headers of the backends this build has, and the generated config.h.
+set(_svmbatch_absent)
+foreach(b CUDA HSA AMDGPU DRM)
+  string(TOLOWER ${b} _name)
+  if(NOT SVMBATCH_WITH_${b})
+    list(APPEND _svmbatch_absent PATTERN ${_name}_backend.hpp EXCLUDE)
+  endif()
+endforeach()
 install(DIRECTORY include/svmbatch DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-  FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp")
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" ${_svmbatch_absent})
+install(FILES ${SVMBATCH_GENERATED_INCLUDE}/svmbatch/config.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/svmbatch)
 install(FILES ${SVMBATCH_UAPI_DIR}/linux/svmbatch.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/linux)
 

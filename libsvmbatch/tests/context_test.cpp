@@ -123,5 +123,18 @@ TEST(Context, MovesKeepTheMode)
 	EXPECT_STREQ(step_name(Step::IoUringRegister), "io_uring-register");
 }
 
+/* built_backends() and svmbatch/config.h say the same. */
+TEST(Build, BuiltBackendsAreTheConfiguredOnes)
+{
+	std::string listed;
+
+	for (const std::string &b : built_backends())
+		listed += (listed.empty() ? "" : " ") + b;
+	EXPECT_EQ(listed, SVMBATCH_BACKENDS);
+	EXPECT_EQ(built_backends().size(),
+		  std::size_t{SVMBATCH_HAS_CUDA + SVMBATCH_HAS_HSA + SVMBATCH_HAS_AMDGPU +
+			      SVMBATCH_HAS_DRM});
+}
+
 } // namespace
 } // namespace svmbatch

@@ -37,6 +37,26 @@ std::string gib(std::uint64_t bytes)
 	return buf;
 }
 
+/* "a, b" of JSON strings, for a JSON array. */
+std::string json_list(const std::vector<std::string> &names)
+{
+	std::string list;
+
+	for (const auto &n : names)
+		list += (list.empty() ? "" : ", ") + json_string(n);
+	return list;
+}
+
+/* "a b", or "-" for none. */
+std::string words(const std::vector<std::string> &names)
+{
+	std::string w;
+
+	for (const auto &n : names)
+		w += (w.empty() ? "" : " ") + n;
+	return w.empty() ? "-" : w;
+}
+
 } // namespace
 
 int info(const Paths &paths, bool json)
@@ -45,20 +65,19 @@ int info(const Paths &paths, bool json)
 	const Info &i = ctx.info();
 	bool loaded = i.mode == Mode::Kernel;
 	std::vector<std::string> features = feature_names(i.features);
+	std::vector<std::string> backends = built_backends();
 
 	if (json) {
-		std::string f;
-		for (const auto &n : features)
-			f += (f.empty() ? "" : ", ") + json_string(n);
 		std::printf("{\"module_loaded\": %s, \"device\": %s, \"abi_version\": %u, "
 			    "\"library_abi_version\": %u, \"page_size\": %zu, \"features\": [%s], "
 			    "\"max_ranges\": %u, \"max_registrations\": %u, \"max_range_bytes\": %llu, "
-			    "\"mode\": %s, \"reason\": %s}\n",
+			    "\"mode\": %s, \"reason\": %s, \"gpu_backends\": [%s]}\n",
 			    loaded ? "true" : "false", json_string(paths.device).c_str(),
-			    i.abi_version, SVMBATCH_ABI_VERSION, i.page_size, f.c_str(),
-			    i.max_ranges, i.max_registrations,
+			    i.abi_version, SVMBATCH_ABI_VERSION, i.page_size,
+			    json_list(features).c_str(), i.max_ranges, i.max_registrations,
 			    static_cast<unsigned long long>(i.max_range_bytes),
-			    json_string(mode_name(i.mode)).c_str(), json_string(i.reason).c_str());
+			    json_string(mode_name(i.mode)).c_str(), json_string(i.reason).c_str(),
+			    json_list(backends).c_str());
 		return exit_ok;
 	}
 	if (loaded)
@@ -67,16 +86,14 @@ int info(const Paths &paths, bool json)
 	else
 		std::printf("module:        not loaded (no usable %s; `modprobe svmbatch` as root)\n",
 			    paths.device.c_str());
-	std::string f;
-	for (const auto &n : features)
-		f += (f.empty() ? "" : " ") + n;
-	std::printf("features:      %s\n", f.empty() ? "-" : f.c_str());
+	std::printf("features:      %s\n", words(features).c_str());
 	std::printf("limits:        %u ranges per registration, %u registrations per open "
 		    "file, %s per range%s\n",
 		    i.max_ranges, i.max_registrations, gib(i.max_range_bytes).c_str(),
 		    loaded ? "" : " (the module's defaults)");
 	std::printf("page size:     %zu\n", i.page_size);
 	std::printf("library mode:  %s (%s)\n", mode_name(i.mode), i.reason.c_str());
+	std::printf("gpu backends:  %s (built into the library)\n", words(backends).c_str());
 	return exit_ok;
 }
 

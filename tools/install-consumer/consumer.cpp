@@ -3,6 +3,7 @@
 #include <svmbatch/svmbatch.hpp>
 
 #include <cstdio>
+#include <string>
 #include <vector>
 
 int main()
@@ -12,7 +13,12 @@ int main()
 	svmbatch::Context ctx(svmbatch::Mode::Userspace);
 	svmbatch::Registration reg = ctx.register_buffers(b);
 
-	std::printf("consumer (C++): %zu buffers -> %zu range(s)\n",
-		    reg.buffers().size(), reg.ranges().size());
+	std::string backends;
+
+	for (const std::string &name : svmbatch::built_backends())
+		backends += " " + name;
+	std::printf("consumer (C++): %zu buffers -> %zu range(s); GPU backends:%s\n",
+		    reg.buffers().size(), reg.ranges().size(),
+		    backends.empty() ? " none" : backends.c_str());
 	return reg.ranges().size() == 1 ? 0 : 1;
 }

@@ -1,11 +1,28 @@
 // SPDX-License-Identifier: MIT
-// GpuMapping, the backend-independent handle of a GPU mapping.
+// GpuMapping, the backend-independent handle of a GPU mapping, and the list
+// of the backends built in.
+#include <svmbatch/config.h>
 #include <svmbatch/gpu/backend.hpp>
 
 #include <stdexcept>
 #include <string>
 
 namespace svmbatch {
+
+std::vector<std::string> built_backends()
+{
+	std::vector<std::string> names;
+
+	if (SVMBATCH_HAS_CUDA)
+		names.emplace_back("cuda");
+	if (SVMBATCH_HAS_HSA)
+		names.emplace_back("hsa");
+	if (SVMBATCH_HAS_AMDGPU)
+		names.emplace_back("amdgpu");
+	if (SVMBATCH_HAS_DRM)
+		names.emplace_back("drm");
+	return names;
+}
 
 GpuMappingOwner::~GpuMappingOwner() = default;
 GpuBackend::~GpuBackend() = default;

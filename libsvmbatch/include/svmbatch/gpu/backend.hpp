@@ -81,6 +81,12 @@ private:
 	std::uint32_t object_handle_ = 0;
 };
 
+/// The GPU backends this build of the library has, in the order "cuda",
+/// "hsa", "amdgpu", "drm" (SVMBATCH_WITH_<NAME> when it was built;
+/// svmbatch/config.h says the same to the preprocessor).  Whether a driver
+/// and a device are there is the backend constructor's to find out.
+SVMBATCH_API std::vector<std::string> built_backends();
+
 /// A way to make registered buffers GPU-accessible.  Implementations:
 /// DrmBackend, CudaBackend, HsaBackend, AmdgpuBackend.  A backend that
 /// finds no driver or no device throws Error(ENODEV) from its constructor.

@@ -1,0 +1,98 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# libsvmbatch with every optional GPU backend off (SVMBATCH_WITH_CUDA,
+# _HSA, _AMDGPU, _DRM), as a user without CUDA, ROCm or libdrm builds it:
+# configure and build the library, its tests and the command; run the
+# tests (userspace mode); install into a DESTDIR and build
+# tools/install-consumer against it with pkg-config and with CMake's
+# find_package(svmbatch); check that every report (svmbatch/config.h, the
+# command's info, pkg-config's "backends", the CMake package's
+# svmbatch_BACKENDS) says: no backend.  Release build, no sanitizers: what
+# is checked is what gets built and installed.  SVMBATCH_MINIMAL_BUILD_DIR
+# replaces build/minimal.  Prints TAP.
+set -uo pipefail
+
+cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
+work=${SVMBATCH_MINIMAL_BUILD_DIR:-$PWD/build/minimal}
+TAP_LOGDIR=$work
+build=$work/build
+root=$work/root
+prefix=/usr/local
+libdir=$prefix/lib
+
+configure() {
+	cmake -S libsvmbatch -B "$build" -DCMAKE_BUILD_TYPE=Release \
+		-DCMAKE_INSTALL_PREFIX=$prefix -DCMAKE_INSTALL_LIBDIR=lib \
+		-DSVMBATCH_WITH_CUDA=OFF -DSVMBATCH_WITH_HSA=OFF \
+		-DSVMBATCH_WITH_AMDGPU=OFF -DSVMBATCH_WITH_DRM=OFF \
+		-DSVMBATCH_EXAMPLES=OFF &&
+		grep -x '#define SVMBATCH_BACKENDS ""' "$build/include/svmbatch/config.h"
+}
+
+# The library, the tests and the command; the library needs no libdrm.
+build_all() {
+	cmake --build "$build" -j"$(nproc)" &&
+		! readelf -d "$build/libsvmbatch.so" | grep 'NEEDED.*libdrm'
+}
+
+lib_tests() {
+	SVMBATCH_TAP=1 "$build/tests/svmbatch_lib_tests"
+}
+
+cli_info() {
+	local out
+	out=$("$build/cli/svmbatch" info) || return 1
+	echo "$out"
+	grep -qx 'gpu backends:  - (built into the library)' <<<"$out"
+}
+
+# Installed: no backend header, no libdrm in the .pc, an empty "backends".
+install_lib() {
+	local pc=$root$libdir/pkgconfig/svmbatch.pc
+	DESTDIR=$root cmake --install "$build" &&
+		[[ -e $root$prefix/include/svmbatch/gpu/backend.hpp ]] &&
+		[[ -e $root$prefix/include/svmbatch/config.h ]] &&
+		! ls "$root$prefix"/include/svmbatch/gpu/*_backend.hpp 2>/dev/null &&
+		cat "$pc" && grep -qx 'backends=' "$pc" && ! grep -q libdrm "$pc"
+}
+
+pc() {
+	PKG_CONFIG_PATH=$root$libdir/pkgconfig pkg-config --define-prefix "$@" svmbatch
+}
+
+with_pkg_config() {
+	local -a cflags libs
+	[[ -z $(pc --variable=backends) ]] &&
+		read -ra cflags <<<"$(pc --cflags)" &&
+		read -ra libs <<<"$(pc --libs)" &&
+		g++ -std=c++20 -Wall -Wextra -Werror tools/install-consumer/consumer.cpp \
+			"${cflags[@]}" "${libs[@]}" -o "$work/consumer-pc" &&
+		gcc -std=c11 -Wall -Wextra -Werror tools/install-consumer/consumer_c.c \
+			"${cflags[@]}" "${libs[@]}" -o "$work/consumer-c-pc" &&
+		LD_LIBRARY_PATH=$root$libdir "$work/consumer-pc" &&
+		LD_LIBRARY_PATH=$root$libdir "$work/consumer-c-pc"
+}
+
+# The consumer's CMakeLists checks svmbatch_BACKENDS and the components.
+with_cmake() {
+	cmake -S tools/install-consumer -B "$work/consumer-cmake" \
+		-DCMAKE_PREFIX_PATH="$root$prefix" -DSVMBATCH_EXPECT_BACKENDS= &&
+		cmake --build "$work/consumer-cmake" &&
+		LD_LIBRARY_PATH=$root$libdir "$work/consumer-cmake/consumer" &&
+		"$work/consumer-cmake/consumer_c"
+}
+
+rm -rf "$work" && mkdir -p "$work" || exit 1
+tap_step configure configure &&
+	tap_step build build_all &&
+	{
+		tap_step lib-tests lib_tests
+		tap_step cli-info cli_info
+		tap_step install install_lib &&
+			tap_step pkg-config with_pkg_config &&
+			tap_step find-package with_cmake
+	}
+tap_done check-minimal-build
