@@ -121,6 +121,7 @@ TEST(Context, MovesKeepTheMode)
 	EXPECT_EQ(c.mode(), Mode::Userspace);
 	EXPECT_STREQ(mode_name(Mode::Kernel), "kernel");
 	EXPECT_STREQ(step_name(Step::IoUringRegister), "io_uring-register");
+	EXPECT_STREQ(step_name(Step::IoUringSubmit), "io_uring-submit");
 }
 
 /* built_backends() and svmbatch/config.h say the same. */

@@ -127,6 +127,7 @@ TEST_F(ReaderTest, InvalidRequestsAreRefusedBeforeAnythingIsSubmitted)
 	Error e = expect_error([&] { (void)reader.read(bad_index); });
 	EXPECT_EQ(e.err(), EINVAL);
 	EXPECT_NE(std::string(e.what()).find("request 1"), std::string::npos) << e.what();
+	EXPECT_EQ(e.buffer_index(), Error::no_index) << "buffer 2 does not exist";
 	EXPECT_EQ(reader.submitted(), 0u);
 
 	std::vector<ReadRequest> too_long{{file.fd(), 0, 50, 1, 51}};

@@ -22,6 +22,7 @@ enum class Step {
 	GpuOpen,	///< a GpuBackend loading its driver and finding its device
 	GpuMap,		///< a GpuBackend mapping the buffers
 	Diagnostics,	///< reading VmPin or the module's stats (diagnostics.hpp)
+	IoUringSubmit,	///< submitting to or reaping from the ring (Reader)
 };
 
 /// Name of a step, for messages ("register", "io_uring-register", ...).

@@ -46,9 +46,13 @@ struct ReaderOptions {
 /// bounded queue depth, short reads continued, and every request completes
 /// (success or errno) before read() returns, so no ring entry is ever left
 /// referring to a request.  Invalid requests (buffer index or range
-/// outside the buffer, O_DIRECT misalignment) are refused with Error
-/// (EINVAL, the request's index) before anything is submitted.  Not
-/// thread-safe; the ring must not be used by anyone else during read().
+/// outside the buffer, O_DIRECT misalignment) are refused before anything
+/// is submitted with Error(EINVAL, Step::Validate): what() names the
+/// request by its index, buffer_index() is the request's buffer (no_index
+/// when there is no such buffer).  A ring that refuses submissions fails
+/// the requests not yet queued (their ReadResult::err); only if the reads
+/// in flight cannot be reaped either does read() throw (Step::IoUringSubmit).
+/// Not thread-safe; the ring must not be used by anyone else during read().
 class SVMBATCH_API Reader {
 public:
 	Reader(::io_uring &ring, const FixedBuffers &fixed, const ReaderOptions &options = {});

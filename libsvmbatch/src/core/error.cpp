@@ -26,6 +26,8 @@ const char *step_name(Step step) noexcept
 		return "gpu-map";
 	case Step::Diagnostics:
 		return "diagnostics";
+	case Step::IoUringSubmit:
+		return "io_uring-submit";
 	}
 	return "unknown";
 }

@@ -56,8 +56,7 @@ std::vector<ReadResult> Reader::read(std::span<const ReadRequest> requests)
 		if (rq.buffer >= fixed_.size())
 			throw Error(EINVAL, Step::Validate,
 				    "request " + std::to_string(i) + ": no buffer " +
-					    std::to_string(rq.buffer),
-				    rq.buffer);
+					    std::to_string(rq.buffer));
 		auto slices = fixed_.slices(rq.buffer);
 		std::size_t buffer_len = 0;
 		for (const FixedSlice &s : slices)
@@ -138,7 +137,7 @@ std::vector<ReadResult> Reader::read(std::span<const ReadRequest> requests)
 			io_uring_cqe *first;
 			if (free_slots.size() < flight.size() &&
 			    io_uring_wait_cqe(&ring_, &first) < 0)
-				throw Error(-ret, Step::Validate, "io_uring_submit failed and "
+				throw Error(-ret, Step::IoUringSubmit, "io_uring_submit failed and "
 					    "reads in flight cannot be reaped");
 		}
 		io_uring_cqe *cqe;
