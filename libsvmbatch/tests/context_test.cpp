@@ -35,6 +35,10 @@ public:
 		else
 			::unsetenv("SVMBATCH_MODE");
 	}
+	ScopedModeEnv(const ScopedModeEnv &) = delete;
+	ScopedModeEnv &operator=(const ScopedModeEnv &) = delete;
+	ScopedModeEnv(ScopedModeEnv &&) = delete;
+	ScopedModeEnv &operator=(ScopedModeEnv &&) = delete;
 
 private:
 	bool had_ = false;

@@ -150,6 +150,8 @@ struct ImportView {
 	}
 	ImportView(const ImportView &) = delete;
 	ImportView &operator=(const ImportView &) = delete;
+	ImportView(ImportView &&) = delete;
+	ImportView &operator=(ImportView &&) = delete;
 };
 
 TEST_F(DrmBackendKernel, VgemSeesTheScatteredBuffersByteForByteBothWays)
@@ -224,7 +226,7 @@ TEST_F(DrmBackendKernel, TheImportKeepsThePagesUntilTheMappingEnds)
 	EXPECT_EQ(process_pinned_bytes(), before + pinned);
 
 	GpuMapping moved = std::move(m);
-	EXPECT_FALSE(m);
+	EXPECT_FALSE(m); // NOLINT(bugprone-use-after-move): moved-from is empty
 	EXPECT_EQ(moved.object_handle(), handle);
 	moved.reset();			/* GEM handle closed: the last reference */
 	EXPECT_EQ(process_pinned_bytes(), before);

@@ -22,7 +22,7 @@ template <typename Fn> Error expect_error(Fn fn)
 		return e;
 	}
 	ADD_FAILURE() << "no svmbatch::Error thrown";
-	return Error(0, Step::Open, "none");
+	return {0, Step::Open, "none"};
 }
 
 /// n anonymous private pages (not populated), unmapped on destruction;
@@ -42,6 +42,8 @@ public:
 	}
 	MappedPages(const MappedPages &) = delete;
 	MappedPages &operator=(const MappedPages &) = delete;
+	MappedPages(MappedPages &&) = delete;
+	MappedPages &operator=(MappedPages &&) = delete;
 
 	char *p = nullptr;
 	std::size_t len;

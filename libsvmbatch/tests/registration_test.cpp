@@ -44,6 +44,8 @@ public:
 	}
 	Mapping(const Mapping &) = delete;
 	Mapping &operator=(const Mapping &) = delete;
+	Mapping(Mapping &&) = delete;
+	Mapping &operator=(Mapping &&) = delete;
 	char *get() const { return addr_; }
 
 private:
@@ -65,7 +67,7 @@ Error register_error(Context &ctx, const std::vector<Buffer> &b)
 		return e;
 	}
 	ADD_FAILURE() << "registration succeeded";
-	return Error(0, Step::Register, "none");
+	return {0, Step::Register, "none"};
 }
 
 class RegistrationTest : public ::testing::Test {
@@ -97,7 +99,7 @@ TEST_F(RegistrationTest, ScatteredMallocBuffersMapBackToTheirRanges)
 	std::vector<Buffer> b;
 
 	for (int i = 0; i < 300; i++) {
-		std::size_t len = 1 + rng() % (64 * 1024);
+		std::size_t len = 1 + rng() % (std::size_t{64} * 1024);
 
 		mem.emplace_back(static_cast<char *>(std::malloc(len)));
 		ASSERT_TRUE(mem.back());

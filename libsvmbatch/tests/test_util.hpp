@@ -69,6 +69,8 @@ public:
 	~Ring();
 	Ring(const Ring &) = delete;
 	Ring &operator=(const Ring &) = delete;
+	Ring(Ring &&) = delete;
+	Ring &operator=(Ring &&) = delete;
 	::io_uring &get() { return ring_; }
 	::io_uring *operator->() { return &ring_; }
 
@@ -90,6 +92,8 @@ public:
 	~ScratchFile();
 	ScratchFile(const ScratchFile &) = delete;
 	ScratchFile &operator=(const ScratchFile &) = delete;
+	ScratchFile(ScratchFile &&) = delete;
+	ScratchFile &operator=(ScratchFile &&) = delete;
 	int fd() const { return fd_; }
 	const std::string &path() const { return path_; }
 

@@ -10,7 +10,7 @@
 #ifndef SVMBATCH_FAKE_CUDA_H
 #define SVMBATCH_FAKE_CUDA_H
 
-#include <stddef.h>
+#include <stddef.h> // NOLINT(modernize-deprecated-headers): a C header
 
 #ifdef __cplusplus
 extern "C" {

@@ -12,7 +12,7 @@
 #ifndef SVMBATCH_FAKE_HSA_H
 #define SVMBATCH_FAKE_HSA_H
 
-#include <stddef.h>
+#include <stddef.h> // NOLINT(modernize-deprecated-headers): a C header
 
 #ifdef __cplusplus
 extern "C" {

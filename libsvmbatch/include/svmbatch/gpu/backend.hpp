@@ -63,6 +63,7 @@ public:
 	/// address(i) as a device pointer (kind() == DevicePointer).
 	template <typename T> T *device_pointer(std::size_t buffer) const
 	{
+		// NOLINTNEXTLINE(performance-no-int-to-ptr): the device address is an integer
 		return reinterpret_cast<T *>(static_cast<std::uintptr_t>(address(buffer)));
 	}
 	/// The imported object's handle (DRM: GEM handle; amdgpu: KMS handle
