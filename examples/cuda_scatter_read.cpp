@@ -47,13 +47,10 @@ std::uint8_t pattern(std::uint64_t off)
 	return static_cast<std::uint8_t>((off * 2654435761u) >> 13);
 }
 
-struct FreeDeleter {
-	void operator()(void *p) const { std::free(p); }
-};
-
 /// The host buffers; buffer i receives file[file_off[i] .. + lens[i]).
+/// The memory is operator new[]'s, which takes it from malloc.
 struct HostBuffers {
-	std::vector<std::unique_ptr<char, FreeDeleter>> mem;
+	std::vector<std::unique_ptr<char[]>> mem;
 	std::vector<svmbatch::Buffer> list;
 	std::vector<std::size_t> lens;
 	std::vector<std::uint64_t> file_off;
@@ -74,9 +71,7 @@ HostBuffers allocate(std::size_t n)
 	for (std::size_t i = 0; i < n; i++) {
 		double e = 12 + 8 * std::uniform_real_distribution<double>(0, 1)(rng);
 		auto len = static_cast<std::size_t>(std::exp2(e));
-		b.mem.emplace_back(static_cast<char *>(std::malloc(len)));
-		if (!b.mem.back())
-			throw std::bad_alloc();
+		b.mem.push_back(std::make_unique_for_overwrite<char[]>(len));
 		b.list.push_back({b.mem.back().get(), len});
 		b.lens.push_back(len);
 		b.file_off.push_back(b.total);

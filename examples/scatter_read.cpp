@@ -39,15 +39,14 @@ struct Options {
 	std::string dir = "/tmp";
 };
 
-struct FreeDeleter {
-	void operator()(void *p) const { std::free(p); }
-};
-using MallocPtr = std::unique_ptr<char, FreeDeleter>;
+/// Heap memory from operator new[], which takes it from malloc: the kind
+/// of scattered buffers callers hand the library.
+using HeapBytes = std::unique_ptr<char[]>;
 
 /// The caller's buffers: where each one lives and which bytes of the file
 /// it receives (buffer i gets file[offsets[i] .. offsets[i] + len)).
 struct ScatteredBuffers {
-	std::vector<MallocPtr> mem, spacers;
+	std::vector<HeapBytes> mem, spacers;
 	std::vector<svmbatch::Buffer> list;
 	std::vector<std::size_t> offsets;
 	std::size_t total = 0;
@@ -132,10 +131,8 @@ ScatteredBuffers allocate(std::size_t n)
 	for (std::size_t i = 0; i < n; i++) {
 		auto len = static_cast<std::size_t>(std::clamp(size_dist(rng), 4096.0, 1048576.0));
 
-		b.mem.emplace_back(static_cast<char *>(std::malloc(len)));
-		b.spacers.emplace_back(static_cast<char *>(std::malloc(64 + rng() % 4096)));
-		if (!b.mem.back() || !b.spacers.back())
-			throw std::bad_alloc();
+		b.mem.push_back(std::make_unique_for_overwrite<char[]>(len));
+		b.spacers.push_back(std::make_unique_for_overwrite<char[]>(64 + rng() % 4096));
 		b.list.push_back({b.mem.back().get(), len});
 		b.offsets.push_back(b.total);
 		b.total += len;

@@ -83,7 +83,7 @@ TEST_F(CudaDevice, TwoThousandScatteredBuffersChecksumOnTheGpuAndBack)
 	std::vector<std::size_t> lens;
 	for (int i = 0; i < 2000; i++) {
 		std::size_t len = 4096 + rng() % (60 << 10);
-		mem.emplace_back(new std::uint8_t[len]);
+		mem.push_back(std::make_unique_for_overwrite<std::uint8_t[]>(len));
 		for (std::size_t b = 0; b < len; b++)
 			mem.back()[b] = static_cast<std::uint8_t>(rng());
 		bufs.push_back({mem.back().get(), len});
