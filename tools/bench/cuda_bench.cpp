@@ -25,6 +25,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <optional>
 #include <span>
@@ -68,20 +69,20 @@ struct Region {
 	~Region() { ::munmap(p, len); }
 	Region(const Region &) = delete;
 	Region &operator=(const Region &) = delete;
+	Region(Region &&) = delete;
+	Region &operator=(Region &&) = delete;
 };
 
 /// AnonHugePages of this process, in kB.
 long anon_huge_kb()
 {
-	FILE *f = std::fopen("/proc/self/smaps_rollup", "r");
-	char line[256];
+	std::ifstream f("/proc/self/smaps_rollup");
+	std::string line;
 	long kb = 0;
 
-	while (f && std::fgets(line, sizeof(line), f))
-		if (std::sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+	while (std::getline(f, line))
+		if (std::sscanf(line.c_str(), "AnonHugePages: %ld kB", &kb) == 1)
 			break;
-	if (f)
-		std::fclose(f);
 	return kb;
 }
 
@@ -229,6 +230,8 @@ struct CopyStream {
 	}
 	CopyStream(const CopyStream &) = delete;
 	CopyStream &operator=(const CopyStream &) = delete;
+	CopyStream(CopyStream &&) = delete;
+	CopyStream &operator=(CopyStream &&) = delete;
 };
 
 /// Medians of the pipeline's passes, in GB/s.

@@ -86,6 +86,8 @@ public:
 	~Anon() { ::munmap(addr_, len_); }
 	Anon(const Anon &) = delete;
 	Anon &operator=(const Anon &) = delete;
+	Anon(Anon &&) = delete;
+	Anon &operator=(Anon &&) = delete;
 	char *get() const { return addr_; }
 
 private:
