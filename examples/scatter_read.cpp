@@ -263,7 +263,7 @@ int read_fixed(io_uring &ring, int fd, const svmbatch::FixedBuffers &fixed,
  */
 bool read_file(const svmbatch::Registration &reg, const ScatteredBuffers &b, const std::string &dir)
 {
-	io_uring ring;
+	io_uring ring{};
 	if (int ret = io_uring_queue_init(128, &ring, 0); ret < 0) {
 		std::fprintf(stderr, "io_uring_queue_init: %s\n", std::strerror(-ret));
 		return false;
@@ -320,8 +320,8 @@ bool bad_batch_fails(svmbatch::Context &ctx, const ScatteredBuffers &b)
 {
 	const std::size_t bad = b.list.size() / 2;
 	std::vector<svmbatch::Buffer> broken = b.list;
-	broken[bad] = {reinterpret_cast<void *>(4096),
-		       8}; // NOLINT(performance-no-int-to-ptr): an unmapped page on purpose
+	// NOLINTNEXTLINE(performance-no-int-to-ptr): an unmapped page on purpose
+	broken[bad] = {reinterpret_cast<void *>(4096), 8};
 	long long pin_before = pinned_kb();
 
 	try {

@@ -118,12 +118,13 @@ Result bench(const Config &c, std::optional<svmbatch::Context> &kernel,
 
 	svmbatch::Registration reg = userspace.register_buffers(b);
 	std::vector<iovec> iov;
-	for (const svmbatch::KernelRange &k : reg.ranges())
-		iov.push_back({reinterpret_cast<void *>(k.addr),
-			       k.len}); // NOLINT(performance-no-int-to-ptr)
+	for (const svmbatch::KernelRange &k : reg.ranges()) {
+		// NOLINTNEXTLINE(performance-no-int-to-ptr): the range's address, for io_uring
+		iov.push_back({reinterpret_cast<void *>(k.addr), k.len});
+	}
 	r.ranges = iov.size();
 
-	io_uring ring;
+	io_uring ring{};
 	check(io_uring_queue_init(8, &ring, 0), "io_uring_queue_init");
 	auto fixed = [&] { (void)reg.register_fixed(ring); };
 	auto raw = [&] {
