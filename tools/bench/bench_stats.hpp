@@ -38,6 +38,7 @@ template <typename Fn> double median_us(int reps, Fn &&fn)
 {
 	std::vector<double> t;
 
+	t.reserve(static_cast<std::size_t>(std::max(reps, 0)));
 	for (int i = 0; i < reps; i++)
 		t.push_back(time_us(fn));
 	return median(std::move(t));

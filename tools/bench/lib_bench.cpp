@@ -188,11 +188,10 @@ void print_json(const std::vector<Result> &results, bool kernel, const char *rel
 			    r.c.name, r.c.n, r.ranges, r.reps, r.fixed_us, r.raw_us,
 			    r.fixed_us / r.raw_us);
 		if (kernel)
-			std::printf(
-				"\"kernel_register_us\": %.3f, \"kernel_over_userspace\": %.4f, ",
-				r.kernel_us, r.kernel_us / r.userspace_us);
+			std::printf(R"("kernel_register_us": %.3f, "kernel_over_userspace": %.4f, )",
+				    r.kernel_us, r.kernel_us / r.userspace_us);
 		else
-			std::printf("\"kernel_register_us\": \"absent\", ");
+			std::printf(R"("kernel_register_us": "absent", )");
 		std::printf("\"userspace_register_us\": %.3f}%s\n", r.userspace_us, sep);
 	}
 	std::printf("  ]\n}\nSVMBATCH-BENCH-JSON-END\n");

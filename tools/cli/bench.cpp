@@ -126,7 +126,7 @@ std::vector<Point> measure(Context &ctx, const BenchOptions &opt, void *base, st
 		if (opt.progress)
 			progress(done, total, n);
 		std::vector<Buffer> bufs;
-		for (unsigned i = 0; i < n; i++)
+		for (std::size_t i = 0; i < n; i++)
 			bufs.push_back({static_cast<char *>(base) + 2 * i * page, page});
 		Point p{n};
 		std::tie(p.batch_us, p.reps) = median_us([&] { (void)ctx.register_buffers(bufs); });
@@ -148,7 +148,7 @@ void write_results(const std::vector<Point> &points, const Context &ctx, const u
 		   const std::string &base)
 {
 	std::ofstream json(base + ".json");
-	json << "{\"what\": \"svmbatch bench: 4 KiB ranges, one registration of N vs N of one\", "
+	json << R"({"what": "svmbatch bench: 4 KiB ranges, one registration of N vs N of one", )"
 	     << "\"mode\": " << json_string(mode_name(ctx.mode()))
 	     << ", \"reason\": " << json_string(ctx.info().reason)
 	     << ", \"kernel\": " << json_string(u.release)

@@ -43,7 +43,7 @@ std::string command_of(long pid)
 std::string human(unsigned long long bytes)
 {
 	const char *unit[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-	double v = static_cast<double>(bytes);
+	auto v = static_cast<double>(bytes);
 	int u = 0;
 	char buf[32];
 

@@ -113,7 +113,7 @@ TEST_F(CudaDevice, TwoThousandScatteredBuffersChecksumOnTheGpuAndBack)
 
 TEST_F(CudaDevice, RangeKFailingUnregistersRangesBeforeItAndLeavesCudaClean)
 {
-	Pages mem(5 * 18);
+	Pages mem(std::size_t{5} * 18);
 	std::vector<Buffer> bufs;
 	for (std::size_t i = 0; i < 5; i++) /* 16-page buffers, gaps between */
 		bufs.push_back({mem.p + 18 * i * page, 16 * page});
@@ -121,7 +121,7 @@ TEST_F(CudaDevice, RangeKFailingUnregistersRangesBeforeItAndLeavesCudaClean)
 	Registration r = ctx_->register_buffers(bufs);
 	ASSERT_EQ(r.ranges().size(), 5u);
 	/* Someone registered one page in the middle of range 3. */
-	char *blocker = mem.p + 18 * 3 * page + 8 * page;
+	char *blocker = mem.p + std::size_t{18} * 3 * page + 8 * page;
 	ASSERT_EQ(cudaHostRegister(blocker, page, cudaHostRegisterDefault), cudaSuccess);
 
 	Error e = expect_error([&] { (void)r.map(*cuda_); });
