@@ -9,13 +9,17 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <exception>
 
 #include "cli.hpp"
 
 namespace cli = svmbatch::cli;
 
-int main(int argc, char **argv)
+namespace {
+
+int run(int argc, char **argv)
 {
 	CLI::App app{"svmbatch: register scattered buffers for GPUs and io_uring in one step"};
 	app.require_subcommand(1);
@@ -66,19 +70,29 @@ int main(int argc, char **argv)
 		int rc = app.exit(e);
 		return rc == 0 ? cli::exit_ok : cli::exit_usage;
 	}
+	if (*info)
+		return cli::info(paths, json);
+	if (*stat)
+		return cli::stat(paths, json);
+	if (*bench) {
+		bopt.plot = !no_plot;
+		bopt.progress = !quiet && ::isatty(STDERR_FILENO);
+		return cli::bench(bopt);
+	}
+	return cli::selftest(dir, only, paths);
+}
+
+} // namespace
+
+/* Whatever goes wrong, even building the parser, is a message and a status. */
+int main(int argc, char **argv)
+{
 	try {
-		if (*info)
-			return cli::info(paths, json);
-		if (*stat)
-			return cli::stat(paths, json);
-		if (*bench) {
-			bopt.plot = !no_plot;
-			bopt.progress = !quiet && ::isatty(STDERR_FILENO);
-			return cli::bench(bopt);
-		}
-		return cli::selftest(dir, only, paths);
+		return run(argc, argv);
 	} catch (const std::exception &e) {
 		std::fprintf(stderr, "svmbatch: %s\n", e.what());
-		return cli::exit_failed;
+	} catch (...) {
+		std::fprintf(stderr, "svmbatch: unknown exception\n");
 	}
+	return cli::exit_failed;
 }
