@@ -60,7 +60,7 @@ CUDA_INC ?= /usr/local/cuda/include
 CXX_UNITS = $$(jq -r '.[].file | select(endswith(".cpp")) | select(startswith("$(BUILD)/") | not)' \
 	$(LIB_ASAN_OUT)/compile_commands.json | sort -u)
 
-## lib-tidy     clang-tidy (libsvmbatch/.clang-tidy) over every C++ file of the ASan build
+## lib-tidy     clang-tidy (.clang-tidy files) over every C++ file of the ASan build
 lib-tidy: lib-asan
 	@units=$(CXX_UNITS); test -n "$$units"; \
 	echo "clang-tidy: $$(wc -w <<<"$$units") files"; \
