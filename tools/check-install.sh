@@ -29,7 +29,7 @@ install_lib() {
 
 # What a packager would look at: the files, the soname, the C entry points.
 check_layout() {
-	local f sym bad=0
+	local f sym syms bad=0
 	for f in include/svmbatch/svmbatch.h include/svmbatch/svmbatch.hpp \
 		include/linux/svmbatch.h lib/libsvmbatch.a lib/libsvmbatch.so \
 		lib/libsvmbatch.so.1 lib/pkgconfig/svmbatch.pc \
@@ -40,10 +40,15 @@ check_layout() {
 	done
 	readelf -d "$root$libdir/libsvmbatch.so" | grep -q 'SONAME.*\[libsvmbatch\.so\.1\]' ||
 		{ echo "SONAME is not libsvmbatch.so.1"; bad=1; }
-	for sym in svmbatch_ctx_open svmbatch_register svmbatch_register_fixed \
-		svmbatch_last_error; do
-		nm -D --defined-only "$root$libdir/libsvmbatch.so" | grep -qw "$sym" ||
-			{ echo "not exported: $sym"; bad=1; }
+	# The C API, and the deprecated names it keeps for existing callers.
+	# nm's output is read once: grep -q leaving a pipe early would kill nm
+	# with SIGPIPE, which pipefail reports as a failure.
+	syms=$(nm -D --defined-only "$root$libdir/libsvmbatch.so")
+	for sym in svmbatch_ctx_open svmbatch_reg_create svmbatch_reg_destroy \
+		svmbatch_fixed_create svmbatch_fixed_destroy svmbatch_last_error \
+		svmbatch_register svmbatch_unregister svmbatch_register_fixed \
+		svmbatch_unregister_fixed; do
+		grep -qw "$sym" <<<"$syms" || { echo "not exported: $sym"; bad=1; }
 	done
 	return $bad
 }
