@@ -110,6 +110,9 @@ fi
 tap_step lib-asan-build make --no-print-directory lib-asan
 tap_step lib-clang-tidy make --no-print-directory lib-tidy
 tap_program lib-install tools/check-install.sh
+# A build with every optional GPU backend off (no ROCm, no libdrm headers
+# needed) builds, passes its tests and says it has no backends.
+tap_program minimal-build tools/check-minimal-build.sh
 tap_step htmldocs make --no-print-directory htmldocs
 if [[ -x build/lib-asan/tests/svmbatch_lib_tests ]]; then
 	tap_program lib-tests-host build/lib-asan/tests/svmbatch_lib_tests
