@@ -66,6 +66,10 @@ public:
 	/// The merged page-aligned ranges, sorted by address.
 	std::span<const KernelRange> ranges() const noexcept;
 	BufferLocation location(std::size_t buffer) const;
+	/// The lowest-numbered caller buffer whose first byte lies in
+	/// ranges()[range]; Error::no_index where none does (a buffer longer
+	/// than max_range_bytes continues into a range of its own).
+	std::size_t first_buffer(std::size_t range) const;
 	/// Pages covered by ranges(); in kernel mode all of them are pinned.
 	std::uint64_t pages() const noexcept;
 	/// Pinned by the module: pages() in kernel mode, 0 in userspace mode.

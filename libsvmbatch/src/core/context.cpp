@@ -81,21 +81,19 @@ Mode resolve_mode(Mode mode, bool *from_env)
 std::size_t blame(const detail::RegistrationState &s, std::size_t r,
 		  std::uintptr_t addr)
 {
-	std::size_t best = Error::no_index;
 	std::uintptr_t page_mask = ~static_cast<std::uintptr_t>(s.page_size - 1);
 
-	for (std::size_t i = 0; i < s.buffers.size(); i++) {
-		if (s.plan.locations[i].range > r || s.plan.last_range[i] < r)
-			continue;
-		auto start = reinterpret_cast<std::uintptr_t>(s.buffers[i].ptr);
-		std::uintptr_t last = start + s.buffers[i].len - 1;
+	if (addr) {
+		for (std::size_t i = 0; i < s.buffers.size(); i++) {
+			auto start = reinterpret_cast<std::uintptr_t>(s.buffers[i].ptr);
+			std::uintptr_t last = start + s.buffers[i].len - 1;
 
-		if (!addr || ((start & page_mask) <= addr && addr <= last))
-			return i;
-		if (best == Error::no_index)
-			best = i;
+			if (s.plan.locations[i].range <= r && r <= s.plan.last_range[i] &&
+			    (start & page_mask) <= addr && addr <= last)
+				return i;
+		}
 	}
-	return best;
+	return s.plan.first_buffer(r);
 }
 
 /* A hint for the errno (Error's what() appends the errno's own text). */

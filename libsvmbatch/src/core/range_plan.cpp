@@ -132,4 +132,28 @@ RangePlan plan_ranges(std::span<const Buffer> buffers, std::size_t page_size,
 	return plan;
 }
 
+std::size_t RangePlan::first_buffer(std::size_t r, Holding holding) const
+{
+	for (std::size_t i = 0; i < locations.size(); i++) {
+		if (holding == Holding::FirstByte ? locations[i].range == r
+						  : locations[i].range <= r && r <= last_range[i])
+			return i;
+	}
+	return Error::no_index;
+}
+
+bool all_writable(std::span<const Buffer> buffers)
+{
+	return std::all_of(buffers.begin(), buffers.end(),
+			   [](const Buffer &b) { return b.access == Access::ReadWrite; });
+}
+
+std::string read_only_import_hint(int err, bool writable, const std::string &importer)
+{
+	if (err != EACCES || writable)
+		return {};
+	return ": read-only buffers export a dma-buf for DMA_TO_DEVICE only, and " + importer +
+	       " maps it bidirectionally";
+}
+
 } // namespace svmbatch::detail

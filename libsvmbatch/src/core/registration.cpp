@@ -83,6 +83,11 @@ BufferLocation Registration::location(std::size_t buffer) const
 	return s.plan.locations[buffer];
 }
 
+std::size_t Registration::first_buffer(std::size_t range) const
+{
+	return state().plan.first_buffer(range, detail::Holding::FirstByte);
+}
+
 std::uint64_t Registration::pages() const noexcept
 {
 	return state_ ? state_->pages : 0;

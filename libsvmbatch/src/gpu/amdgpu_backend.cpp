@@ -16,6 +16,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "core/range_plan.hpp"
 #include "shim/libdrm.hpp"
 
 namespace svmbatch {
@@ -127,9 +128,7 @@ const std::string &AmdgpuBackend::node() const noexcept
 GpuMapping AmdgpuBackend::map(const Registration &registration)
 {
 	auto buffers = registration.buffers();
-	bool writable = std::all_of(buffers.begin(), buffers.end(), [](const Buffer &b) {
-		return b.access == Access::ReadWrite;
-	});
+	bool writable = detail::all_writable(buffers);
 	DmaBuf dmabuf = registration.export_dmabuf(writable);
 	auto imp = std::make_unique<AmdgpuImport>(dev_);
 	amdgpu_bo_import_result res{};
@@ -138,10 +137,7 @@ GpuMapping AmdgpuBackend::map(const Registration &registration)
 				     static_cast<std::uint32_t>(dmabuf.fd()), &res))
 		throw Error(err_of(r), Step::GpuMap,
 			    "amdgpu_bo_import of the dma-buf into " + dev_->node->path +
-				    (r == -EACCES && !writable
-					     ? ": read-only buffers export a dma-buf for "
-					       "DMA_TO_DEVICE only, and amdgpu maps it bidirectionally"
-					     : ""),
+				    detail::read_only_import_hint(-r, writable, "amdgpu"),
 			    Error::no_index, r);
 	// The BO holds the dma-buf now; the fd closes when map() returns.
 	imp->bo = res.buf_handle;

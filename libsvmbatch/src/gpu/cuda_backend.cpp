@@ -150,9 +150,8 @@ GpuMapping CudaBackend::map(const Registration &registration)
 	auto ranges = registration.ranges();
 	CudaCurrent current(*ctx_);
 
-	// Per range: what CUDA knows of it, and a caller buffer to blame.
+	// Per range: what CUDA knows of it.
 	std::vector<CudaMemory> kind(ranges.size(), CudaMemory::Unknown);
-	std::vector<std::size_t> first_buffer(ranges.size(), Error::no_index);
 	std::vector<bool> classified(ranges.size(), false);
 	for (std::size_t i = 0; i < buffers.size(); i++) {
 		std::size_t r = registration.location(i).range;
@@ -163,7 +162,6 @@ GpuMapping CudaBackend::map(const Registration &registration)
 
 			if (!classified[r]) {
 				kind[r] = m;
-				first_buffer[r] = i;
 				classified[r] = true;
 			} else if (m != kind[r]) {
 				throw Error(EEXIST, Step::GpuMap,
@@ -191,7 +189,7 @@ GpuMapping CudaBackend::map(const Registration &registration)
 			cu::Result res = d.mem_host_register(addr, ranges[r].len, flags);
 			if (res != cu::success) {
 				owner->unregister_all();	// ranges 0..r-1
-				std::size_t blame = first_buffer[r];
+				std::size_t blame = registration.first_buffer(r);
 				if (res == cu::error_host_memory_already_registered)
 					blame = buffer_cuda_knows(d, registration, r, blame);
 				throw Error(cuda_errno(res), Step::GpuMap,
@@ -207,7 +205,7 @@ GpuMapping CudaBackend::map(const Registration &registration)
 				throw Error(cuda_errno(res), Step::GpuMap,
 					    "cuMemHostGetDevicePointer of range " +
 						    std::to_string(r) + ": " + d.error_name(res),
-					    first_buffer[r], res);
+					    registration.first_buffer(r), res);
 			}
 		}
 	}

@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <vector>
 
+#include "core/range_plan.hpp"
 #include "shim/libdrm.hpp"
 
 namespace svmbatch {
@@ -64,22 +65,18 @@ int DrmBackend::fd() const noexcept
 GpuMapping DrmBackend::map(const Registration &registration)
 {
 	auto buffers = registration.buffers();
-	bool writable = std::all_of(buffers.begin(), buffers.end(), [](const Buffer &b) {
-		return b.access == Access::ReadWrite;
-	});
+	bool writable = detail::all_writable(buffers);
 	DmaBuf dmabuf = registration.export_dmabuf(writable);
 	std::uint32_t handle = 0;
 
 	if (drmPrimeFDToHandle(node_->fd.get(), dmabuf.fd(), &handle)) {
 		int err = errno;
-		std::string what = node_->driver + " (" + node_->path + ") refused the dma-buf";
 
 		// PRIME import maps DMA_BIDIRECTIONAL; a read-only export allows
 		// only DMA_TO_DEVICE, since the device must not write those pages.
-		if (err == EACCES && !writable)
-			what += ": read-only buffers export a dma-buf for DMA_TO_DEVICE only, "
-				"and the importer maps it bidirectionally";
-		throw Error(err, Step::GpuMap, what);
+		throw Error(err, Step::GpuMap,
+			    node_->driver + " (" + node_->path + ") refused the dma-buf" +
+				    detail::read_only_import_hint(err, writable, "the importer"));
 	}
 	// The GEM object now holds the dma-buf; the fd is closed on return.
 	auto owner = std::make_unique<GemImport>(node_, handle);

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "core/range_plan.hpp"
 #include "shim/libhsa.hpp"
 
 namespace svmbatch {
@@ -205,10 +206,7 @@ GpuMapping HsaBackend::map(const Registration &registration)
 	std::string refused;
 
 	if (prefer_dmabuf_ && registration.mode() == Mode::Kernel) {
-		bool writable = std::all_of(buffers.begin(), buffers.end(), [](const Buffer &b) {
-			return b.access == Access::ReadWrite;
-		});
-		access->dmabuf = registration.export_dmabuf(writable);
+		access->dmabuf = registration.export_dmabuf(detail::all_writable(buffers));
 		std::size_t size = 0;
 		void *ptr = nullptr;
 		hsa_status_t st = rt.interop_map_buffer(static_cast<std::uint32_t>(gpus.size()),
@@ -240,9 +238,6 @@ GpuMapping HsaBackend::map(const Registration &registration)
 		throw Error(ENODEV, Step::GpuMap,
 			    "no CPU agent has a global memory pool to lock into" + refused);
 
-	std::vector<std::size_t> first_buffer(ranges.size(), Error::no_index);
-	for (std::size_t i = buffers.size(); i-- > 0;)
-		first_buffer[registration.location(i).range] = i;
 	std::vector<std::uintptr_t> agent_base(ranges.size());
 	for (std::size_t r = 0; r < ranges.size(); r++) {
 		void *host = reinterpret_cast<void *>(ranges[r].addr); // NOLINT(performance-no-int-to-ptr)
@@ -252,13 +247,13 @@ GpuMapping HsaBackend::map(const Registration &registration)
 							 state_->cpu_pool, 0, &agent_ptr);
 		if (st != HSA_STATUS_SUCCESS) {
 			access->release();	// ranges 0..r-1
+			std::size_t blame = registration.first_buffer(r);
 			throw Error(detail::hsa_errno(st), Step::GpuMap,
 				    "hsa_amd_memory_lock_to_pool of range " + std::to_string(r) +
 					    " (" + std::to_string(ranges[r].len) + " bytes at " +
 					    hex(ranges[r].addr) + ", from caller buffer " +
-					    std::to_string(first_buffer[r]) + "): " + rt.describe(st) +
-					    refused,
-				    first_buffer[r], st);
+					    std::to_string(blame) + "): " + rt.describe(st) + refused,
+				    blame, st);
 		}
 		access->locked.push_back(host);
 		agent_base[r] = reinterpret_cast<std::uintptr_t>(agent_ptr);

@@ -45,15 +45,6 @@ void clear_slots(::io_uring &ring, unsigned first, unsigned n) noexcept
 	}
 }
 
-/* The lowest-numbered caller buffer whose bytes lie in piece p. */
-std::size_t buffer_in_piece(const detail::RangePlan &plan, std::size_t p)
-{
-	for (std::size_t i = 0; i < plan.locations.size(); i++)
-		if (plan.locations[i].range <= p && p <= plan.last_range[i])
-			return i;
-	return Error::no_index;
-}
-
 } // namespace
 
 FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
@@ -144,7 +135,7 @@ FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 					    std::to_string(first + k) + " (" +
 					    std::to_string(k) + " of " + std::to_string(n) +
 					    " done, undone)",
-				    buffer_in_piece(plan, k));
+				    plan.first_buffer(k));
 		}
 		/*
 		 * Nothing was done.  ENXIO (no table) and EINVAL (past its
@@ -161,7 +152,7 @@ FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 					    (ret == -ENXIO ? " (the ring has no buffer table: register a sparse one)"
 					     : ret == -EINVAL ? " (past the end of the sparse table?)"
 							      : ""),
-				    table ? Error::no_index : buffer_in_piece(plan, 0));
+				    table ? Error::no_index : plan.first_buffer(0));
 		}
 	}
 	ring_ = &ring;
