@@ -5,6 +5,7 @@
 #include <utility>
 
 #include <svmbatch/api.h>
+#include <svmbatch/detail/unique_fd.hpp>
 
 namespace svmbatch {
 
@@ -16,7 +17,7 @@ public:
 	DmaBuf() = default;
 	DmaBuf(int fd, std::size_t size) noexcept : fd_(fd), size_(size) {}
 	DmaBuf(DmaBuf &&other) noexcept
-		: fd_(std::exchange(other.fd_, -1)), size_(std::exchange(other.size_, 0))
+		: fd_(std::move(other.fd_)), size_(std::exchange(other.size_, 0))
 	{
 	}
 	DmaBuf &operator=(DmaBuf &&other) noexcept;
@@ -24,14 +25,14 @@ public:
 	DmaBuf &operator=(const DmaBuf &) = delete;
 	~DmaBuf();
 
-	int fd() const noexcept { return fd_; }
+	int fd() const noexcept { return fd_.get(); }
 	std::size_t size() const noexcept { return size_; }
 	/// Give up ownership: the caller closes the returned fd.
-	int release() noexcept { size_ = 0; return std::exchange(fd_, -1); }
-	explicit operator bool() const noexcept { return fd_ >= 0; }
+	int release() noexcept { size_ = 0; return fd_.release(); }
+	explicit operator bool() const noexcept { return fd_.valid(); }
 
 private:
-	int fd_ = -1;
+	detail::UniqueFd fd_;
 	std::size_t size_ = 0;
 };
 

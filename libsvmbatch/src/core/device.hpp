@@ -8,7 +8,7 @@
 
 #include <linux/svmbatch.h>
 
-#include "core/unique_fd.hpp"
+#include <svmbatch/detail/unique_fd.hpp>
 
 namespace svmbatch::detail {
 

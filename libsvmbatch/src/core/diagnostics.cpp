@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // process_pinned_bytes() and read_module_stats().
 #include <svmbatch/diagnostics.hpp>
+#include <svmbatch/detail/unique_fd.hpp>
 #include <svmbatch/error.hpp>
 
 #include <fcntl.h>
@@ -10,8 +11,6 @@
 #include <cinttypes>
 #include <cstdio>
 #include <sstream>
-
-#include "core/unique_fd.hpp"
 
 namespace svmbatch {
 

@@ -2,25 +2,19 @@
 // DmaBuf, the handle of an exported dma-buf (Registration::export_dmabuf).
 #include <svmbatch/dmabuf.hpp>
 
-#include <unistd.h>
-
 namespace svmbatch {
 
+// Out of line, as they always were: applications built against earlier
+// releases call these symbols.
 DmaBuf &DmaBuf::operator=(DmaBuf &&other) noexcept
 {
 	if (this != &other) {
-		if (fd_ >= 0)
-			::close(fd_);
-		fd_ = std::exchange(other.fd_, -1);
+		fd_ = std::move(other.fd_);
 		size_ = std::exchange(other.size_, 0);
 	}
 	return *this;
 }
 
-DmaBuf::~DmaBuf()
-{
-	if (fd_ >= 0)
-		::close(fd_);
-}
+DmaBuf::~DmaBuf() = default;
 
 } // namespace svmbatch

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "core/unique_fd.hpp"
+#include <svmbatch/detail/unique_fd.hpp>
 
 namespace svmbatch::detail {
 

@@ -1,4 +1,5 @@
 // SPDX-License-Identifier: MIT
+// Not API: what the public classes that own a file descriptor hold.
 #pragma once
 
 #include <unistd.h>
@@ -27,6 +28,8 @@ public:
 
 	int get() const noexcept { return fd_; }
 	bool valid() const noexcept { return fd_ >= 0; }
+	/// Give up ownership: the caller closes the returned fd.
+	int release() noexcept { return std::exchange(fd_, -1); }
 	void reset() noexcept
 	{
 		if (fd_ >= 0)
