@@ -13,4 +13,16 @@ DynamicLibrary::DynamicLibrary(const std::string &name, const std::string &what)
 	}
 }
 
+void *DynamicLibrary::find(const char *name, const char *versioned) const
+{
+	void *sym = versioned ? ::dlsym(handle_, versioned) : nullptr;
+
+	if (!sym)
+		sym = ::dlsym(handle_, name);
+	if (!sym)
+		throw Error(ENODEV, Step::GpuOpen,
+			    name_ + " has no " + name + ": not a usable " + what_);
+	return sym;
+}
+
 } // namespace svmbatch::detail

@@ -11,6 +11,19 @@
 
 namespace svmbatch::detail {
 
+/// One entry point to load: where it goes, its name, and the name to try
+/// first when given (cuda.h maps some names to _v2 symbols).
+template <typename Fn>
+struct Symbol {
+	Symbol(Fn &fn, const char *name, const char *versioned = nullptr) noexcept
+		: fn(&fn), name(name), versioned(versioned)
+	{
+	}
+	Fn *fn;
+	const char *name;
+	const char *versioned;
+};
+
 /// dlopen(RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE): the runtimes keep
 /// process-wide state (threads, atexit handlers) that must outlive us, so
 /// the destructor's dlclose drops only our reference and the code stays.
@@ -24,22 +37,23 @@ public:
 	DynamicLibrary &operator=(DynamicLibrary &&) = delete;
 	~DynamicLibrary() { ::dlclose(handle_); }
 
-	/// fn = the symbol (versioned first, when given: cuda.h maps some
-	/// names to _v2 symbols); Error(ENODEV) naming it when absent.
-	template <typename Fn>
-	void resolve(Fn &fn, const char *symbol, const char *versioned = nullptr) const
+	/// Load every entry point, in order; Error(ENODEV, Step::GpuOpen)
+	/// naming the first that is absent.
+	template <typename... Fn>
+	void resolve(const Symbol<Fn> &...symbols) const
 	{
-		void *sym = versioned ? ::dlsym(handle_, versioned) : nullptr;
-
-		if (!sym)
-			sym = ::dlsym(handle_, symbol);
-		if (!sym)
-			throw Error(ENODEV, Step::GpuOpen,
-				    name_ + " has no " + symbol + ": not a usable " + what_);
-		fn = reinterpret_cast<Fn>(sym);
+		(resolve_one(symbols), ...);
 	}
 
 private:
+	template <typename Fn>
+	void resolve_one(const Symbol<Fn> &symbol) const
+	{
+		*symbol.fn = reinterpret_cast<Fn>(find(symbol.name, symbol.versioned));
+	}
+	/// The address of versioned, else of name; Error(ENODEV) if neither.
+	void *find(const char *name, const char *versioned) const;
+
 	void *handle_ = nullptr;
 	std::string name_, what_;
 };

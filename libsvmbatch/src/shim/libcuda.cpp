@@ -14,21 +14,20 @@ LibCuda::LibCuda(std::string lib_name) : library(std::move(lib_name))
 {
 	DynamicLibrary lib(library, "CUDA driver");
 
-	lib.resolve(init, "cuInit");
-	lib.resolve(device_get_count, "cuDeviceGetCount");
-	lib.resolve(device_get, "cuDeviceGet");
-	lib.resolve(device_get_name, "cuDeviceGetName");
-	lib.resolve(device_get_attribute, "cuDeviceGetAttribute");
-	lib.resolve(primary_ctx_retain, "cuDevicePrimaryCtxRetain");
-	lib.resolve(primary_ctx_release, "cuDevicePrimaryCtxRelease", "cuDevicePrimaryCtxRelease_v2");
-	lib.resolve(ctx_push_current, "cuCtxPushCurrent", "cuCtxPushCurrent_v2");
-	lib.resolve(ctx_pop_current, "cuCtxPopCurrent", "cuCtxPopCurrent_v2");
-	lib.resolve(mem_host_register, "cuMemHostRegister", "cuMemHostRegister_v2");
-	lib.resolve(mem_host_unregister, "cuMemHostUnregister");
-	lib.resolve(mem_host_get_device_pointer, "cuMemHostGetDevicePointer",
-		    "cuMemHostGetDevicePointer_v2");
-	lib.resolve(pointer_get_attribute, "cuPointerGetAttribute");
-	lib.resolve(get_error_name, "cuGetErrorName");
+	lib.resolve(Symbol(init, "cuInit"), Symbol(device_get_count, "cuDeviceGetCount"),
+		    Symbol(device_get, "cuDeviceGet"), Symbol(device_get_name, "cuDeviceGetName"),
+		    Symbol(device_get_attribute, "cuDeviceGetAttribute"),
+		    Symbol(primary_ctx_retain, "cuDevicePrimaryCtxRetain"),
+		    Symbol(primary_ctx_release, "cuDevicePrimaryCtxRelease",
+			   "cuDevicePrimaryCtxRelease_v2"),
+		    Symbol(ctx_push_current, "cuCtxPushCurrent", "cuCtxPushCurrent_v2"),
+		    Symbol(ctx_pop_current, "cuCtxPopCurrent", "cuCtxPopCurrent_v2"),
+		    Symbol(mem_host_register, "cuMemHostRegister", "cuMemHostRegister_v2"),
+		    Symbol(mem_host_unregister, "cuMemHostUnregister"),
+		    Symbol(mem_host_get_device_pointer, "cuMemHostGetDevicePointer",
+			   "cuMemHostGetDevicePointer_v2"),
+		    Symbol(pointer_get_attribute, "cuPointerGetAttribute"),
+		    Symbol(get_error_name, "cuGetErrorName"));
 }
 
 std::string LibCuda::error_name(cu::Result r) const

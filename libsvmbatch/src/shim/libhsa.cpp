@@ -11,17 +11,16 @@ namespace svmbatch::detail {
 LibHsa::LibHsa(std::string lib_name)
 	: lib_(lib_name, "HSA runtime"), library(std::move(lib_name))
 {
-	lib_.resolve(init, "hsa_init");
-	lib_.resolve(shut_down, "hsa_shut_down");
-	lib_.resolve(status_string, "hsa_status_string");
-	lib_.resolve(iterate_agents, "hsa_iterate_agents");
-	lib_.resolve(agent_get_info, "hsa_agent_get_info");
-	lib_.resolve(iterate_memory_pools, "hsa_amd_agent_iterate_memory_pools");
-	lib_.resolve(memory_pool_get_info, "hsa_amd_memory_pool_get_info");
-	lib_.resolve(memory_lock_to_pool, "hsa_amd_memory_lock_to_pool");
-	lib_.resolve(memory_unlock, "hsa_amd_memory_unlock");
-	lib_.resolve(interop_map_buffer, "hsa_amd_interop_map_buffer");
-	lib_.resolve(interop_unmap_buffer, "hsa_amd_interop_unmap_buffer");
+	lib_.resolve(Symbol(init, "hsa_init"), Symbol(shut_down, "hsa_shut_down"),
+		     Symbol(status_string, "hsa_status_string"),
+		     Symbol(iterate_agents, "hsa_iterate_agents"),
+		     Symbol(agent_get_info, "hsa_agent_get_info"),
+		     Symbol(iterate_memory_pools, "hsa_amd_agent_iterate_memory_pools"),
+		     Symbol(memory_pool_get_info, "hsa_amd_memory_pool_get_info"),
+		     Symbol(memory_lock_to_pool, "hsa_amd_memory_lock_to_pool"),
+		     Symbol(memory_unlock, "hsa_amd_memory_unlock"),
+		     Symbol(interop_map_buffer, "hsa_amd_interop_map_buffer"),
+		     Symbol(interop_unmap_buffer, "hsa_amd_interop_unmap_buffer"));
 
 	// A failed hsa_init leaves the runtime's reference count alone: no
 	// hsa_shut_down is owed, and the destructor does not run.
