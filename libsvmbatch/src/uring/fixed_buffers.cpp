@@ -45,24 +45,128 @@ void clear_slots(::io_uring &ring, unsigned first, unsigned n) noexcept
 	}
 }
 
+/*
+ * The registration's ranges serve as they are unless one is over
+ * io_uring's 1 GiB (planning again is most of register_fixed's cost):
+ * then replanned holds the plan returned.
+ */
+const detail::RangePlan &plan_for_io_uring(const detail::RegistrationState &s,
+					   std::optional<detail::RangePlan> &replanned)
+{
+	bool fits = std::all_of(s.plan.ranges.begin(), s.plan.ranges.end(),
+				[](const KernelRange &r) {
+					return r.len <= io_uring_max_buffer_bytes;
+				});
+	if (fits)
+		return s.plan;
+	replanned = detail::plan_ranges(s.buffers, s.page_size, io_uring_max_buffer_bytes);
+	return *replanned;
+}
+
+std::vector<::iovec> iovecs_of(const detail::RangePlan &plan)
+{
+	std::vector<::iovec> iov(plan.ranges.size());
+
+	for (std::size_t p = 0; p < plan.ranges.size(); p++)
+		iov[p] = {reinterpret_cast<void *>(plan.ranges[p].addr), // NOLINT(performance-no-int-to-ptr)
+			  plan.ranges[p].len};
+	return iov;
+}
+
+/* Each buffer's part of each piece it touches, buffer by buffer. */
+void slice_buffers(const detail::RegistrationState &s, const detail::RangePlan &plan,
+		   unsigned first, std::vector<FixedSlice> &slices,
+		   std::vector<std::size_t> &first_slice)
+{
+	first_slice.reserve(s.buffers.size() + 1);
+	slices.reserve(s.buffers.size());
+	for (std::size_t i = 0; i < s.buffers.size(); i++) {
+		auto addr = reinterpret_cast<std::uintptr_t>(s.buffers[i].ptr);
+		std::uintptr_t end = addr + s.buffers[i].len;
+
+		for (std::size_t p = plan.locations[i].range; p <= plan.last_range[i]; p++) {
+			const KernelRange &r = plan.ranges[p];
+			std::uintptr_t a = std::max(addr, r.addr);
+			std::uintptr_t e = std::min(end, r.addr + r.len);
+
+			slices.push_back({first + static_cast<unsigned>(p),
+						 reinterpret_cast<void *>(a), // NOLINT(performance-no-int-to-ptr)
+						 e - a});
+		}
+		first_slice.push_back(slices.size());
+	}
+}
+
+/* The pieces as the ring's whole table. */
+void register_table(::io_uring &ring, const std::vector<::iovec> &iov)
+{
+	const std::size_t n = iov.size();
+	int ret = io_uring_register_buffers(&ring, iov.data(),
+					    static_cast<unsigned>(n));
+	if (ret < 0)
+		throw Error(-ret, Step::IoUringRegister,
+			    "io_uring_register_buffers of " +
+				    std::to_string(n) + " buffers" +
+				    (ret == -EBUSY ? " (the ring already has a table: use a window)"
+						   : ""));
+}
+
+/* The pieces into slots [first, first + n) of the ring's sparse table. */
+void update_window(::io_uring &ring, unsigned first, const std::vector<::iovec> &iov,
+		   const detail::RangePlan &plan)
+{
+	const std::size_t n = iov.size();
+	int ret = update_slots(ring, first, iov.data(),
+			       static_cast<unsigned>(n));
+
+	/*
+	 * The kernel applies the update entry by entry and reports how
+	 * many it did.  Learn entry k's errno by retrying it alone while
+	 * the others still hold their pages (as when it failed), then
+	 * undo everything.
+	 */
+	if (ret >= 0 && static_cast<std::size_t>(ret) < n) {
+		auto k = static_cast<unsigned>(ret);
+
+		ret = update_slots(ring, first + k, &iov[k], 1);
+		if (ret >= 0) {
+			clear_slots(ring, first + k, 1);
+			ret = -EAGAIN;	/* failed once, not twice */
+		}
+		clear_slots(ring, first, k);
+		throw Error(-ret, Step::IoUringRegister,
+			    "io_uring buffer update of slot " +
+				    std::to_string(first + k) + " (" +
+				    std::to_string(k) + " of " + std::to_string(n) +
+				    " done, undone)",
+			    plan.first_buffer(k));
+	}
+	/*
+	 * Nothing was done.  ENXIO (no table) and EINVAL (past its
+	 * end) are about the table; our iovecs always pass the
+	 * kernel's checks, so any other errno is entry 0's.
+	 */
+	if (ret < 0) {
+		const bool table = ret == -ENXIO || ret == -EINVAL;
+
+		throw Error(-ret, Step::IoUringRegister,
+			    "io_uring buffer update of slots " +
+				    std::to_string(first) + ".." +
+				    std::to_string(first + n - 1) +
+				    (ret == -ENXIO ? " (the ring has no buffer table: register a sparse one)"
+				     : ret == -EINVAL ? " (past the end of the sparse table?)"
+						      : ""),
+			    table ? Error::no_index : plan.first_buffer(0));
+	}
+}
+
 } // namespace
 
 FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 			   const FixedOptions &options)
 {
-	/*
-	 * The registration's ranges serve as they are unless one is over
-	 * io_uring's 1 GiB (planning again is most of this call's cost).
-	 */
-	bool fits = std::all_of(s.plan.ranges.begin(), s.plan.ranges.end(),
-				[](const KernelRange &r) {
-					return r.len <= io_uring_max_buffer_bytes;
-				});
 	std::optional<detail::RangePlan> replanned;
-	if (!fits)
-		replanned = detail::plan_ranges(s.buffers, s.page_size,
-						io_uring_max_buffer_bytes);
-	const detail::RangePlan &plan = fits ? s.plan : *replanned;
+	const detail::RangePlan &plan = plan_for_io_uring(s, replanned);
 	const std::size_t n = plan.ranges.size();
 	const bool window = options.window_first.has_value();
 	const unsigned first = window ? *options.window_first : 0;
@@ -76,85 +180,15 @@ FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 				    (window ? "the window holds " : "io_uring allows ") +
 				    std::to_string(room));
 
-	std::vector<::iovec> iov(n);
-	for (std::size_t p = 0; p < n; p++)
-		iov[p] = {reinterpret_cast<void *>(plan.ranges[p].addr), // NOLINT(performance-no-int-to-ptr)
-			  plan.ranges[p].len};
-
+	std::vector<::iovec> iov = iovecs_of(plan);
 	first_slot_ = first;
 	nr_slots_ = static_cast<unsigned>(n);
 	window_ = window;
-	first_slice_.reserve(s.buffers.size() + 1);
-	slices_.reserve(s.buffers.size());
-	for (std::size_t i = 0; i < s.buffers.size(); i++) {
-		auto addr = reinterpret_cast<std::uintptr_t>(s.buffers[i].ptr);
-		std::uintptr_t end = addr + s.buffers[i].len;
-
-		for (std::size_t p = plan.locations[i].range; p <= plan.last_range[i]; p++) {
-			const KernelRange &r = plan.ranges[p];
-			std::uintptr_t a = std::max(addr, r.addr);
-			std::uintptr_t e = std::min(end, r.addr + r.len);
-
-			slices_.push_back({first + static_cast<unsigned>(p),
-						 reinterpret_cast<void *>(a), // NOLINT(performance-no-int-to-ptr)
-						 e - a});
-		}
-		first_slice_.push_back(slices_.size());
-	}
-
-	if (!window) {
-		int ret = io_uring_register_buffers(&ring, iov.data(),
-						    static_cast<unsigned>(n));
-		if (ret < 0)
-			throw Error(-ret, Step::IoUringRegister,
-				    "io_uring_register_buffers of " +
-					    std::to_string(n) + " buffers" +
-					    (ret == -EBUSY ? " (the ring already has a table: use a window)"
-							   : ""));
-	} else {
-		int ret = update_slots(ring, first, iov.data(),
-				       static_cast<unsigned>(n));
-
-		/*
-		 * The kernel applies the update entry by entry and reports how
-		 * many it did.  Learn entry k's errno by retrying it alone while
-		 * the others still hold their pages (as when it failed), then
-		 * undo everything.
-		 */
-		if (ret >= 0 && static_cast<std::size_t>(ret) < n) {
-			auto k = static_cast<unsigned>(ret);
-
-			ret = update_slots(ring, first + k, &iov[k], 1);
-			if (ret >= 0) {
-				clear_slots(ring, first + k, 1);
-				ret = -EAGAIN;	/* failed once, not twice */
-			}
-			clear_slots(ring, first, k);
-			throw Error(-ret, Step::IoUringRegister,
-				    "io_uring buffer update of slot " +
-					    std::to_string(first + k) + " (" +
-					    std::to_string(k) + " of " + std::to_string(n) +
-					    " done, undone)",
-				    plan.first_buffer(k));
-		}
-		/*
-		 * Nothing was done.  ENXIO (no table) and EINVAL (past its
-		 * end) are about the table; our iovecs always pass the
-		 * kernel's checks, so any other errno is entry 0's.
-		 */
-		if (ret < 0) {
-			const bool table = ret == -ENXIO || ret == -EINVAL;
-
-			throw Error(-ret, Step::IoUringRegister,
-				    "io_uring buffer update of slots " +
-					    std::to_string(first) + ".." +
-					    std::to_string(first + n - 1) +
-					    (ret == -ENXIO ? " (the ring has no buffer table: register a sparse one)"
-					     : ret == -EINVAL ? " (past the end of the sparse table?)"
-							      : ""),
-				    table ? Error::no_index : plan.first_buffer(0));
-		}
-	}
+	slice_buffers(s, plan, first, slices_, first_slice_);
+	if (window)
+		update_window(ring, first, iov, plan);
+	else
+		register_table(ring, iov);
 	ring_ = &ring;
 }
 
