@@ -109,6 +109,119 @@ std::size_t buffer_cuda_knows(const LibCuda &d, const Registration &reg, std::si
 	return fallback;
 }
 
+/// Per range: what CUDA knows of it, from both ends of each buffer that
+/// starts in it.  EEXIST when a range mixes kinds of memory, EINVAL for
+/// device memory, both blaming the buffer.
+std::vector<CudaMemory> classify_ranges(const LibCuda &d, const Registration &registration)
+{
+	auto buffers = registration.buffers();
+	auto ranges = registration.ranges();
+	std::vector<CudaMemory> kind(ranges.size(), CudaMemory::Unknown);
+	std::vector<bool> classified(ranges.size(), false);
+
+	for (std::size_t i = 0; i < buffers.size(); i++) {
+		std::size_t r = registration.location(i).range;
+		const auto *p = static_cast<const char *>(buffers[i].ptr);
+
+		for (const char *probe : {p, p + buffers[i].len - 1}) {
+			CudaMemory m = classify_with(d, probe);
+
+			if (!classified[r]) {
+				kind[r] = m;
+				classified[r] = true;
+			} else if (m != kind[r]) {
+				throw Error(EEXIST, Step::GpuMap,
+					    std::string("range ") + std::to_string(r) + " mixes " +
+						    memory_name(kind[r]) + " and " + memory_name(m) +
+						    "; register them separately",
+					    i);
+			}
+		}
+		if (kind[r] == CudaMemory::Device)
+			throw Error(EINVAL, Step::GpuMap,
+				    "CUDA device memory is not host memory to map", i);
+	}
+	return kind;
+}
+
+/// cuMemHostRegister the ranges of plain host memory into owner, all or
+/// nothing; per range its device pointer (0 where CUDA knew the memory).
+std::vector<cu::DevicePtr> register_ranges(const LibCuda &d, const Registration &registration,
+					   const std::vector<CudaMemory> &kind, bool read_only,
+					   CudaHostRegistration &owner)
+{
+	auto ranges = registration.ranges();
+	std::vector<cu::DevicePtr> range_dptr(ranges.size());
+
+	for (std::size_t r = 0; r < ranges.size(); r++) {
+		if (kind[r] != CudaMemory::Unknown)
+			continue;
+		void *addr = reinterpret_cast<void *>(ranges[r].addr); // NOLINT(performance-no-int-to-ptr)
+		unsigned flags = cu::host_register_portable | cu::host_register_devicemap;
+
+		if (ranges[r].access == Access::ReadOnly && read_only)
+			flags |= cu::host_register_read_only;
+		cu::Result res = d.mem_host_register(addr, ranges[r].len, flags);
+		if (res != cu::success) {
+			owner.unregister_all();	// ranges 0..r-1
+			std::size_t blame = registration.first_buffer(r);
+			if (res == cu::error_host_memory_already_registered)
+				blame = buffer_cuda_knows(d, registration, r, blame);
+			throw Error(cuda_errno(res), Step::GpuMap,
+				    "cuMemHostRegister of range " + std::to_string(r) + " (" +
+					    std::to_string(ranges[r].len) + " bytes): " + d.error_name(res),
+				    blame, res);
+		}
+		owner.add(addr);
+		res = d.mem_host_get_device_pointer(&range_dptr[r], addr, 0);
+		if (res != cu::success) {
+			owner.unregister_all();
+			throw Error(cuda_errno(res), Step::GpuMap,
+				    "cuMemHostGetDevicePointer of range " + std::to_string(r) + ": " +
+					    d.error_name(res),
+				    registration.first_buffer(r), res);
+		}
+	}
+	return range_dptr;
+}
+
+/// Per buffer: a registered range's device pointer + offset.  Managed
+/// memory is its own device pointer.  CUDA's own host memory: ask per
+/// buffer, since its block need not start at our page-aligned range.
+std::vector<std::uint64_t> buffer_addresses(const LibCuda &d, const Registration &registration,
+					    const std::vector<CudaMemory> &kind,
+					    const std::vector<cu::DevicePtr> &range_dptr,
+					    CudaHostRegistration &owner)
+{
+	auto buffers = registration.buffers();
+	std::vector<std::uint64_t> addresses(buffers.size());
+
+	for (std::size_t i = 0; i < buffers.size(); i++) {
+		BufferLocation loc = registration.location(i);
+		cu::DevicePtr dptr = 0;
+
+		switch (kind[loc.range]) {
+		case CudaMemory::Unknown:
+			dptr = range_dptr[loc.range] + loc.offset;
+			break;
+		case CudaMemory::Managed:
+			dptr = reinterpret_cast<std::uintptr_t>(buffers[i].ptr);
+			break;
+		default:
+			if (cu::Result res = d.mem_host_get_device_pointer(&dptr, buffers[i].ptr, 0);
+			    res != cu::success) {
+				owner.unregister_all();
+				throw Error(cuda_errno(res), Step::GpuMap,
+					    "cuMemHostGetDevicePointer of CUDA host memory: " +
+						    d.error_name(res),
+					    i, res);
+			}
+		}
+		addresses[i] = dptr;
+	}
+	return addresses;
+}
+
 } // namespace
 
 CudaBackend::CudaBackend(const CudaOptions &options) : ordinal_(options.device)
@@ -146,97 +259,14 @@ CudaMemory CudaBackend::classify(const void *ptr) const
 GpuMapping CudaBackend::map(const Registration &registration)
 {
 	const LibCuda &d = ctx_->driver();
-	auto buffers = registration.buffers();
-	auto ranges = registration.ranges();
 	CudaCurrent current(*ctx_);
-
-	// Per range: what CUDA knows of it.
-	std::vector<CudaMemory> kind(ranges.size(), CudaMemory::Unknown);
-	std::vector<bool> classified(ranges.size(), false);
-	for (std::size_t i = 0; i < buffers.size(); i++) {
-		std::size_t r = registration.location(i).range;
-		const auto *p = static_cast<const char *>(buffers[i].ptr);
-
-		for (const char *probe : {p, p + buffers[i].len - 1}) {
-			CudaMemory m = classify_with(d, probe);
-
-			if (!classified[r]) {
-				kind[r] = m;
-				classified[r] = true;
-			} else if (m != kind[r]) {
-				throw Error(EEXIST, Step::GpuMap,
-					    std::string("range ") + std::to_string(r) + " mixes " +
-						    memory_name(kind[r]) + " and " + memory_name(m) +
-						    "; register them separately",
-					    i);
-			}
-		}
-		if (kind[r] == CudaMemory::Device)
-			throw Error(EINVAL, Step::GpuMap,
-				    "CUDA device memory is not host memory to map", i);
-	}
-
+	std::vector<CudaMemory> kind = classify_ranges(d, registration);
 	auto owner = std::make_unique<CudaHostRegistration>(ctx_);
-	std::vector<cu::DevicePtr> range_dptr(ranges.size());
-	for (std::size_t r = 0; r < ranges.size(); r++) {
-		void *addr = reinterpret_cast<void *>(ranges[r].addr); // NOLINT(performance-no-int-to-ptr)
+	std::vector<cu::DevicePtr> range_dptr =
+		register_ranges(d, registration, kind, read_only_, *owner);
+	std::vector<std::uint64_t> addresses =
+		buffer_addresses(d, registration, kind, range_dptr, *owner);
 
-		if (kind[r] == CudaMemory::Unknown) {
-			unsigned flags = cu::host_register_portable | cu::host_register_devicemap;
-
-			if (ranges[r].access == Access::ReadOnly && read_only_)
-				flags |= cu::host_register_read_only;
-			cu::Result res = d.mem_host_register(addr, ranges[r].len, flags);
-			if (res != cu::success) {
-				owner->unregister_all();	// ranges 0..r-1
-				std::size_t blame = registration.first_buffer(r);
-				if (res == cu::error_host_memory_already_registered)
-					blame = buffer_cuda_knows(d, registration, r, blame);
-				throw Error(cuda_errno(res), Step::GpuMap,
-					    "cuMemHostRegister of range " + std::to_string(r) +
-						    " (" + std::to_string(ranges[r].len) +
-						    " bytes): " + d.error_name(res),
-					    blame, res);
-			}
-			owner->add(addr);
-			res = d.mem_host_get_device_pointer(&range_dptr[r], addr, 0);
-			if (res != cu::success) {
-				owner->unregister_all();
-				throw Error(cuda_errno(res), Step::GpuMap,
-					    "cuMemHostGetDevicePointer of range " +
-						    std::to_string(r) + ": " + d.error_name(res),
-					    registration.first_buffer(r), res);
-			}
-		}
-	}
-
-	// Registered ranges: the range's device pointer + offset.  Managed
-	// memory is its own device pointer.  CUDA's own host memory: ask per
-	// buffer, since its block need not start at our page-aligned range.
-	std::vector<std::uint64_t> addresses(buffers.size());
-	for (std::size_t i = 0; i < buffers.size(); i++) {
-		BufferLocation loc = registration.location(i);
-		cu::DevicePtr dptr = 0;
-
-		switch (kind[loc.range]) {
-		case CudaMemory::Unknown:
-			dptr = range_dptr[loc.range] + loc.offset;
-			break;
-		case CudaMemory::Managed:
-			dptr = reinterpret_cast<std::uintptr_t>(buffers[i].ptr);
-			break;
-		default:
-			if (cu::Result res = d.mem_host_get_device_pointer(&dptr, buffers[i].ptr, 0);
-			    res != cu::success) {
-				owner->unregister_all();
-				throw Error(cuda_errno(res), Step::GpuMap,
-					    "cuMemHostGetDevicePointer of CUDA host memory: " +
-						    d.error_name(res),
-					    i, res);
-			}
-		}
-		addresses[i] = dptr;
-	}
 	return {name(), GpuAddressKind::DevicePointer, std::move(addresses), std::move(owner)};
 }
 
