@@ -18,8 +18,7 @@ public:
 	DmaBuf(int fd, std::size_t size) noexcept : fd_(fd), size_(size) {}
 	DmaBuf(DmaBuf &&other) noexcept
 		: fd_(std::move(other.fd_)), size_(std::exchange(other.size_, 0))
-	{
-	}
+	{}
 	DmaBuf &operator=(DmaBuf &&other) noexcept;
 	DmaBuf(const DmaBuf &) = delete;
 	DmaBuf &operator=(const DmaBuf &) = delete;
@@ -28,7 +27,11 @@ public:
 	int fd() const noexcept { return fd_.get(); }
 	std::size_t size() const noexcept { return size_; }
 	/// Give up ownership: the caller closes the returned fd.
-	int release() noexcept { size_ = 0; return fd_.release(); }
+	int release() noexcept
+	{
+		size_ = 0;
+		return fd_.release();
+	}
 	explicit operator bool() const noexcept { return fd_.valid(); }
 
 private:

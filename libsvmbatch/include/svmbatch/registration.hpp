@@ -23,7 +23,7 @@ enum class Mode;
 struct KernelRange {
 	std::uintptr_t addr = 0;
 	std::size_t len = 0;
-	Access access = Access::ReadWrite;	///< ReadOnly only if all its buffers are
+	Access access = Access::ReadWrite; ///< ReadOnly only if all its buffers are
 };
 
 /// Where a caller buffer lies: ranges()[range].addr + offset == buffer.ptr.
@@ -34,11 +34,11 @@ struct BufferLocation {
 
 /// What the module knows about a registration (kernel mode, QUERY).
 struct RegistrationStats {
-	std::uint64_t pages = 0;	///< pinned pages
-	std::uint64_t segments = 0;	///< physically contiguous runs
+	std::uint64_t pages = 0; ///< pinned pages
+	std::uint64_t segments = 0; ///< physically contiguous runs
 	std::uint64_t folios = 0;
-	std::uint64_t meta_bytes = 0;	///< module memory for this registration
-	bool stale = false;		///< see Registration::stale()
+	std::uint64_t meta_bytes = 0; ///< module memory for this registration
+	bool stale = false; ///< see Registration::stale()
 };
 
 namespace detail {
@@ -93,8 +93,7 @@ public:
 	/// Register the buffers as io_uring fixed buffers of ring (see
 	/// FixedOptions).  Independent of this object's lifetime: io_uring pins
 	/// the pages itself.  Must be destroyed before the ring is exited.
-	FixedBuffers register_fixed(::io_uring &ring,
-				    const FixedOptions &options = {}) const;
+	FixedBuffers register_fixed(::io_uring &ring, const FixedOptions &options = {}) const;
 
 	/// Make the buffers GPU-accessible through backend (CudaBackend,
 	/// DrmBackend, ...): backend.map(*this).  The mapping is independent

@@ -69,17 +69,14 @@ Mode resolve_mode(Mode mode, bool *from_env)
 	if (v == "userspace")
 		return Mode::Userspace;
 	throw Error(EINVAL, Step::Open,
-		    "SVMBATCH_MODE=" + std::string(v) +
-			    " is not auto, kernel or userspace");
+		    "SVMBATCH_MODE=" + std::string(v) + " is not auto, kernel or userspace");
 }
-
 
 /*
  * The caller's buffer to blame for a failure in range r: the one holding
  * addr when it is known, else the lowest-numbered buffer in the range.
  */
-std::size_t blame(const detail::RegistrationState &s, std::size_t r,
-		  std::uintptr_t addr)
+std::size_t blame(const detail::RegistrationState &s, std::size_t r, std::uintptr_t addr)
 {
 	std::uintptr_t page_mask = ~static_cast<std::uintptr_t>(s.page_size - 1);
 
@@ -128,12 +125,9 @@ void register_kernel(detail::RegistrationState &s)
 
 		ranges[i].addr = r.addr;
 		ranges[i].len = r.len;
-		ranges[i].flags = r.access == Access::ReadOnly
-					  ? SVMBATCH_RANGE_READ_ONLY
-					  : 0;
+		ranges[i].flags = r.access == Access::ReadOnly ? SVMBATCH_RANGE_READ_ONLY : 0;
 	}
-	int ret = s.device->register_ranges(ranges, s.handle, s.pinned_pages,
-					    error_index);
+	int ret = s.device->register_ranges(ranges, s.handle, s.pinned_pages, error_index);
 	if (!ret)
 		return;
 	s.handle = 0;
@@ -145,8 +139,8 @@ void register_kernel(detail::RegistrationState &s)
 
 		/* Pinpoint the page, as userspace mode does. */
 		if (err == EFAULT || err == EOPNOTSUPP) {
-			detail::VmaFault f = detail::check_vmas(
-				std::span(&s.plan.ranges[error_index], 1));
+			detail::VmaFault f =
+				detail::check_vmas(std::span(&s.plan.ranges[error_index], 1));
 			if (f.err == err)
 				addr = f.addr;
 		}
@@ -183,10 +177,8 @@ Context::Context(Mode requested, const std::string &device)
 		int err = dev->open_errno();
 		if (mode == Mode::Kernel)
 			throw Error(err, Step::Open,
-				    device + (err == ENOENT ? " (is svmbatch.ko loaded?)"
-							    : ""));
-		info_ = userspace_info(device + ": " +
-				       std::generic_category().message(err) +
+				    device + (err == ENOENT ? " (is svmbatch.ko loaded?)" : ""));
+		info_ = userspace_info(device + ": " + std::generic_category().message(err) +
 				       ": userspace mode");
 		return;
 	}
@@ -197,13 +189,10 @@ Context::Context(Mode requested, const std::string &device)
 		throw Error(-ret, Step::Info, device + ": GET_INFO");
 	if (ki.abi_version != SVMBATCH_ABI_VERSION)
 		throw Error(EPROTONOSUPPORT, Step::Info,
-			    device + " speaks ABI " +
-				    std::to_string(ki.abi_version) +
-				    ", this library " +
-				    std::to_string(SVMBATCH_ABI_VERSION));
+			    device + " speaks ABI " + std::to_string(ki.abi_version) +
+				    ", this library " + std::to_string(SVMBATCH_ABI_VERSION));
 	info_.mode = Mode::Kernel;
-	info_.reason = mode == Mode::Kernel ? "kernel mode requested" + why
-					    : device + " opened";
+	info_.reason = mode == Mode::Kernel ? "kernel mode requested" + why : device + " opened";
 	info_.abi_version = ki.abi_version;
 	info_.page_size = ki.page_size;
 	info_.features = ki.features;

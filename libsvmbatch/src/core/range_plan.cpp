@@ -19,8 +19,7 @@ struct PageSpan {
 	bool read_only;
 };
 
-std::vector<PageSpan> page_spans(std::span<const Buffer> buffers,
-				 std::size_t page_size)
+std::vector<PageSpan> page_spans(std::span<const Buffer> buffers, std::size_t page_size)
 {
 	std::vector<PageSpan> spans;
 	std::uintptr_t mask = ~static_cast<std::uintptr_t>(page_size - 1);
@@ -32,20 +31,17 @@ std::vector<PageSpan> page_spans(std::span<const Buffer> buffers,
 		std::uintptr_t last;
 
 		if (!b.ptr || !b.len)
-			throw Error(EINVAL, Step::Validate,
-				    b.ptr ? "empty buffer" : "null buffer", i);
-		if (__builtin_add_overflow(addr, b.len - 1, &last) ||
-		    (last | ~mask) == UINTPTR_MAX)
+			throw Error(EINVAL, Step::Validate, b.ptr ? "empty buffer" : "null buffer",
+				    i);
+		if (__builtin_add_overflow(addr, b.len - 1, &last) || (last | ~mask) == UINTPTR_MAX)
 			throw Error(EOVERFLOW, Step::Validate,
 				    "buffer wraps around the address space", i);
-		spans.push_back({addr & mask, (last & mask) + page_size, i,
-				 b.access == Access::ReadOnly});
+		spans.push_back(
+			{addr & mask, (last & mask) + page_size, i, b.access == Access::ReadOnly});
 	}
-	std::sort(spans.begin(), spans.end(),
-		  [](const PageSpan &a, const PageSpan &b) {
-			  return a.start < b.start ||
-				 (a.start == b.start && a.index < b.index);
-		  });
+	std::sort(spans.begin(), spans.end(), [](const PageSpan &a, const PageSpan &b) {
+		return a.start < b.start || (a.start == b.start && a.index < b.index);
+	});
 	return spans;
 }
 
@@ -57,12 +53,10 @@ struct Cluster {
 };
 
 /// Emit ranges for one group of touching clusters, each range <= limit.
-void pack_group(const std::vector<Cluster> &group, std::size_t limit,
-		std::vector<KernelRange> &out)
+void pack_group(const std::vector<Cluster> &group, std::size_t limit, std::vector<KernelRange> &out)
 {
 	auto emit = [&out](std::uintptr_t start, std::uintptr_t end, bool ro) {
-		out.push_back({start, end - start,
-			       ro ? Access::ReadOnly : Access::ReadWrite});
+		out.push_back({start, end - start, ro ? Access::ReadOnly : Access::ReadWrite});
 	};
 	std::uintptr_t start = group.front().start;
 	std::uintptr_t end = start;
@@ -70,7 +64,7 @@ void pack_group(const std::vector<Cluster> &group, std::size_t limit,
 
 	for (const Cluster &c : group) {
 		if (c.end - start > limit && end > start) {
-			emit(start, end, ro);	/* cut before c: no buffer crosses */
+			emit(start, end, ro); /* cut before c: no buffer crosses */
 			start = c.start;
 			ro = true;
 		}
@@ -88,8 +82,7 @@ void pack_group(const std::vector<Cluster> &group, std::size_t limit,
 
 } // namespace
 
-RangePlan plan_ranges(std::span<const Buffer> buffers, std::size_t page_size,
-		      std::size_t limit)
+RangePlan plan_ranges(std::span<const Buffer> buffers, std::size_t page_size, std::size_t limit)
 {
 	RangePlan plan;
 	std::vector<PageSpan> spans = page_spans(buffers, page_size);
@@ -115,11 +108,10 @@ RangePlan plan_ranges(std::span<const Buffer> buffers, std::size_t page_size,
 	plan.locations.resize(buffers.size());
 	plan.last_range.resize(buffers.size());
 	auto range_of = [&plan](std::uintptr_t addr) {
-		auto it = std::upper_bound(
-			plan.ranges.begin(), plan.ranges.end(), addr,
-			[](std::uintptr_t a, const KernelRange &r) {
-				return a < r.addr;
-			});
+		auto it = std::upper_bound(plan.ranges.begin(), plan.ranges.end(), addr,
+					   [](std::uintptr_t a, const KernelRange &r) {
+						   return a < r.addr;
+					   });
 		return static_cast<std::size_t>(it - plan.ranges.begin()) - 1;
 	};
 	for (std::size_t i = 0; i < buffers.size(); i++) {
@@ -135,8 +127,8 @@ RangePlan plan_ranges(std::span<const Buffer> buffers, std::size_t page_size,
 std::size_t RangePlan::first_buffer(std::size_t r, Holding holding) const
 {
 	for (std::size_t i = 0; i < locations.size(); i++) {
-		if (holding == Holding::FirstByte ? locations[i].range == r
-						  : locations[i].range <= r && r <= last_range[i])
+		if (holding == Holding::FirstByte ? locations[i].range == r :
+						    locations[i].range <= r && r <= last_range[i])
 			return i;
 	}
 	return Error::no_index;

@@ -19,7 +19,7 @@ namespace svmbatch::detail {
 enum class Holding { AnyByte, FirstByte };
 
 struct RangePlan {
-	std::vector<KernelRange> ranges;	///< sorted by address
+	std::vector<KernelRange> ranges; ///< sorted by address
 	/// Per caller buffer: the range holding its first byte.
 	std::vector<BufferLocation> locations;
 	/// Per caller buffer: the ranges [first, last] its bytes touch.
@@ -43,7 +43,6 @@ std::string read_only_import_hint(int err, bool writable, const std::string &imp
 /// range: a group of buffers is cut only where no buffer crosses the cut,
 /// unless one buffer alone is longer than limit.  Throws Error(Validate):
 /// EINVAL for a null or empty buffer, EOVERFLOW when ptr + len wraps.
-RangePlan plan_ranges(std::span<const Buffer> buffers, std::size_t page_size,
-		      std::size_t limit);
+RangePlan plan_ranges(std::span<const Buffer> buffers, std::size_t page_size, std::size_t limit);
 
 } // namespace svmbatch::detail

@@ -28,8 +28,7 @@ RegistrationState::~RegistrationState()
 
 Registration::Registration(std::unique_ptr<detail::RegistrationState> state)
 	: state_(std::move(state))
-{
-}
+{}
 
 Registration::Registration(Registration &&) noexcept = default;
 Registration &Registration::operator=(Registration &&) noexcept = default;
@@ -77,9 +76,8 @@ BufferLocation Registration::location(std::size_t buffer) const
 	const detail::RegistrationState &s = state();
 
 	if (buffer >= s.buffers.size())
-		throw std::out_of_range("svmbatch: buffer index " +
-					std::to_string(buffer) + " of " +
-					std::to_string(s.buffers.size()));
+		throw std::out_of_range("svmbatch: buffer index " + std::to_string(buffer) +
+					" of " + std::to_string(s.buffers.size()));
 	return s.plan.locations[buffer];
 }
 
@@ -104,8 +102,7 @@ RegistrationStats Registration::query() const
 	svmbatch_query q{};
 
 	if (s.mode != Mode::Kernel)
-		throw Error(EOPNOTSUPP, Step::Query,
-			    "QUERY needs kernel mode (the module)");
+		throw Error(EOPNOTSUPP, Step::Query, "QUERY needs kernel mode (the module)");
 	int ret = s.device->query(s.handle, q);
 	if (ret)
 		throw Error(-ret, Step::Query, "QUERY");
@@ -118,14 +115,11 @@ DmaBuf Registration::export_dmabuf(bool writable) const
 	const detail::RegistrationState &s = state();
 
 	if (s.mode != Mode::Kernel)
-		throw Error(EOPNOTSUPP, Step::Export,
-			    "a dma-buf needs kernel mode (the module)");
-	int fd = s.device->export_dmabuf(
-		s.handle, O_CLOEXEC | (writable ? O_RDWR : O_RDONLY));
+		throw Error(EOPNOTSUPP, Step::Export, "a dma-buf needs kernel mode (the module)");
+	int fd = s.device->export_dmabuf(s.handle, O_CLOEXEC | (writable ? O_RDWR : O_RDONLY));
 	if (fd < 0)
 		throw Error(-fd, Step::Export,
-			    fd == -EACCES ? "read-only buffers export read-only"
-					  : "EXPORT_DMABUF");
+			    fd == -EACCES ? "read-only buffers export read-only" : "EXPORT_DMABUF");
 	return {fd, static_cast<std::size_t>(s.pinned_pages * s.page_size)};
 }
 
@@ -140,8 +134,7 @@ std::size_t Registration::dmabuf_offset(std::size_t buffer) const
 	return off + loc.offset;
 }
 
-FixedBuffers Registration::register_fixed(::io_uring &ring,
-					  const FixedOptions &options) const
+FixedBuffers Registration::register_fixed(::io_uring &ring, const FixedOptions &options) const
 {
 	return {ring, state(), options};
 }

@@ -36,7 +36,8 @@ struct AmdgpuDevice {
 		std::uint32_t major = 0, minor = 0;
 		if (int r = amdgpu_device_initialize(node->fd.get(), &major, &minor, &handle))
 			throw Error(r < 0 ? -r : ENODEV, Step::GpuOpen,
-				    "amdgpu_device_initialize on " + node->path, Error::no_index, r);
+				    "amdgpu_device_initialize on " + node->path, Error::no_index,
+				    r);
 	}
 	AmdgpuDevice(const AmdgpuDevice &) = delete;
 	AmdgpuDevice &operator=(const AmdgpuDevice &) = delete;
@@ -50,12 +51,14 @@ struct AmdgpuDevice {
 namespace {
 
 constexpr std::uint64_t gpu_page = 4096;
-constexpr std::uint64_t huge_page = 2u << 20;	// the usual PTE fragment size
+constexpr std::uint64_t huge_page = 2u << 20; // the usual PTE fragment size
 
 /// What map() set up, undone in reverse: VA mapping, VA range, the BO.
 class AmdgpuImport final : public GpuMappingOwner {
 public:
-	explicit AmdgpuImport(std::shared_ptr<const detail::AmdgpuDevice> dev) : dev_(std::move(dev)) {}
+	explicit AmdgpuImport(std::shared_ptr<const detail::AmdgpuDevice> dev)
+		: dev_(std::move(dev))
+	{}
 	AmdgpuImport(const AmdgpuImport &) = delete;
 	AmdgpuImport &operator=(const AmdgpuImport &) = delete;
 	AmdgpuImport(AmdgpuImport &&) = delete;
@@ -81,7 +84,7 @@ private:
 
 int err_of(int r)
 {
-	return r < 0 ? -r : EIO;	// libdrm_amdgpu: -errno, or >0 AMD codes
+	return r < 0 ? -r : EIO; // libdrm_amdgpu: -errno, or >0 AMD codes
 }
 
 /// VA alignment for an imported object of `size` bytes: a multiple of the
@@ -115,8 +118,7 @@ AmdgpuBackend::AmdgpuBackend()
 
 AmdgpuBackend::AmdgpuBackend(const std::string &node)
 	: dev_(std::make_shared<const detail::AmdgpuDevice>(detail::open_drm_node(node)))
-{
-}
+{}
 
 AmdgpuBackend::~AmdgpuBackend() = default;
 

@@ -13,10 +13,10 @@
 
 namespace svmbatch {
 
+using detail::cuda_errno;
 using detail::CudaContext;
 using detail::CudaCurrent;
 using detail::LibCuda;
-using detail::cuda_errno;
 namespace cu = detail::cu;
 
 namespace {
@@ -24,10 +24,8 @@ namespace {
 /// The ranges map() registered, unregistered when the mapping ends.
 class CudaHostRegistration final : public GpuMappingOwner {
 public:
-	explicit CudaHostRegistration(std::shared_ptr<const CudaContext> ctx)
-		: ctx_(std::move(ctx))
-	{
-	}
+	explicit CudaHostRegistration(std::shared_ptr<const CudaContext> ctx) : ctx_(std::move(ctx))
+	{}
 	CudaHostRegistration(const CudaHostRegistration &) = delete;
 	CudaHostRegistration &operator=(const CudaHostRegistration &) = delete;
 	CudaHostRegistration(CudaHostRegistration &&) = delete;
@@ -65,7 +63,7 @@ CudaMemory classify_with(const LibCuda &d, const void *ptr)
 	cu::Result r = d.pointer_get_attribute(&type, cu::pointer_attribute_memory_type, addr);
 
 	if (r != cu::success)
-		return CudaMemory::Unknown;	// CUDA_ERROR_INVALID_VALUE: not CUDA's
+		return CudaMemory::Unknown; // CUDA_ERROR_INVALID_VALUE: not CUDA's
 	int managed = 0;
 	if (d.pointer_get_attribute(&managed, cu::pointer_attribute_is_managed, addr) ==
 		    cu::success &&
@@ -132,8 +130,8 @@ std::vector<CudaMemory> classify_ranges(const LibCuda &d, const Registration &re
 			} else if (m != kind[r]) {
 				throw Error(EEXIST, Step::GpuMap,
 					    std::string("range ") + std::to_string(r) + " mixes " +
-						    memory_name(kind[r]) + " and " + memory_name(m) +
-						    "; register them separately",
+						    memory_name(kind[r]) + " and " +
+						    memory_name(m) + "; register them separately",
 					    i);
 			}
 		}
@@ -156,20 +154,22 @@ std::vector<cu::DevicePtr> register_ranges(const LibCuda &d, const Registration 
 	for (std::size_t r = 0; r < ranges.size(); r++) {
 		if (kind[r] != CudaMemory::Unknown)
 			continue;
-		void *addr = reinterpret_cast<void *>(ranges[r].addr); // NOLINT(performance-no-int-to-ptr)
+		// NOLINTNEXTLINE(performance-no-int-to-ptr)
+		void *addr = reinterpret_cast<void *>(ranges[r].addr);
 		unsigned flags = cu::host_register_portable | cu::host_register_devicemap;
 
 		if (ranges[r].access == Access::ReadOnly && read_only)
 			flags |= cu::host_register_read_only;
 		cu::Result res = d.mem_host_register(addr, ranges[r].len, flags);
 		if (res != cu::success) {
-			owner.unregister_all();	// ranges 0..r-1
+			owner.unregister_all(); // ranges 0..r-1
 			std::size_t blame = registration.first_buffer(r);
 			if (res == cu::error_host_memory_already_registered)
 				blame = buffer_cuda_knows(d, registration, r, blame);
 			throw Error(cuda_errno(res), Step::GpuMap,
 				    "cuMemHostRegister of range " + std::to_string(r) + " (" +
-					    std::to_string(ranges[r].len) + " bytes): " + d.error_name(res),
+					    std::to_string(ranges[r].len) +
+					    " bytes): " + d.error_name(res),
 				    blame, res);
 		}
 		owner.add(addr);
@@ -177,8 +177,8 @@ std::vector<cu::DevicePtr> register_ranges(const LibCuda &d, const Registration 
 		if (res != cu::success) {
 			owner.unregister_all();
 			throw Error(cuda_errno(res), Step::GpuMap,
-				    "cuMemHostGetDevicePointer of range " + std::to_string(r) + ": " +
-					    d.error_name(res),
+				    "cuMemHostGetDevicePointer of range " + std::to_string(r) +
+					    ": " + d.error_name(res),
 				    registration.first_buffer(r), res);
 		}
 	}
@@ -208,7 +208,8 @@ std::vector<std::uint64_t> buffer_addresses(const LibCuda &d, const Registration
 			dptr = reinterpret_cast<std::uintptr_t>(buffers[i].ptr);
 			break;
 		default:
-			if (cu::Result res = d.mem_host_get_device_pointer(&dptr, buffers[i].ptr, 0);
+			if (cu::Result res =
+				    d.mem_host_get_device_pointer(&dptr, buffers[i].ptr, 0);
 			    res != cu::success) {
 				owner.unregister_all();
 				throw Error(cuda_errno(res), Step::GpuMap,
@@ -236,15 +237,15 @@ CudaBackend::CudaBackend(const CudaOptions &options) : ordinal_(options.device)
 	if (driver->device_get_attribute(&value, cu::device_attribute_can_map_host_memory,
 					 ctx_->device()) == cu::success &&
 	    !value)
-		throw Error(ENODEV, Step::GpuOpen,
-			    device_name_ + " cannot map host memory");
+		throw Error(ENODEV, Step::GpuOpen, device_name_ + " cannot map host memory");
 	uva_ = driver->device_get_attribute(&value, cu::device_attribute_unified_addressing,
 					    ctx_->device()) == cu::success &&
 	       value;
-	read_only_ = driver->device_get_attribute(
-			     &value, cu::device_attribute_read_only_host_register_supported,
-			     ctx_->device()) == cu::success &&
-		     value;
+	read_only_ =
+		driver->device_get_attribute(&value,
+					     cu::device_attribute_read_only_host_register_supported,
+					     ctx_->device()) == cu::success &&
+		value;
 }
 
 CudaBackend::~CudaBackend() = default;

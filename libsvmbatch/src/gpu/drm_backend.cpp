@@ -22,8 +22,7 @@ class GemImport final : public GpuMappingOwner {
 public:
 	GemImport(std::shared_ptr<const detail::DrmNode> node, std::uint32_t handle)
 		: node_(std::move(node)), handle_(handle)
-	{
-	}
+	{}
 	GemImport(const GemImport &) = delete;
 	GemImport &operator=(const GemImport &) = delete;
 	GemImport(GemImport &&) = delete;
@@ -43,7 +42,8 @@ DrmBackend::DrmBackend() : node_(detail::find_drm_node(""))
 		throw Error(ENODEV, Step::GpuOpen, "no DRM device under /dev/dri opens");
 }
 
-DrmBackend::DrmBackend(const std::string &node) : node_(detail::open_drm_node(node)) {}
+DrmBackend::DrmBackend(const std::string &node) : node_(detail::open_drm_node(node))
+{}
 
 DrmBackend::~DrmBackend() = default;
 
@@ -83,8 +83,7 @@ GpuMapping DrmBackend::map(const Registration &registration)
 	std::vector<std::uint64_t> offsets(buffers.size());
 	for (std::size_t i = 0; i < buffers.size(); i++)
 		offsets[i] = registration.dmabuf_offset(i);
-	return {name(), GpuAddressKind::ObjectOffset, std::move(offsets),
-		std::move(owner), handle};
+	return {name(), GpuAddressKind::ObjectOffset, std::move(offsets), std::move(owner), handle};
 }
 
 } // namespace svmbatch

@@ -37,8 +37,8 @@ struct HsaState {
 
 namespace {
 
-using detail::LibHsa;
 using detail::HsaState;
+using detail::LibHsa;
 
 struct Agents {
 	const LibHsa *rt = nullptr;
@@ -78,7 +78,7 @@ int pool_rank(std::uint32_t flags)
 		return (flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_KERNARG_INIT) ? 1 : 0;
 	if (flags & HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_COARSE_GRAINED)
 		return 2;
-	return PoolSearch::none;	// e.g. newer runtimes' extended-scope pool
+	return PoolSearch::none; // e.g. newer runtimes' extended-scope pool
 }
 
 hsa_status_t collect_pool(hsa_amd_memory_pool_t pool, void *data)
@@ -134,7 +134,7 @@ public:
 	}
 
 	void *interop_ptr = nullptr;
-	DmaBuf dmabuf;	///< kept open while the runtime maps it
+	DmaBuf dmabuf; ///< kept open while the runtime maps it
 	std::vector<void *> locked;
 
 private:
@@ -148,7 +148,8 @@ HsaBackend::HsaBackend(const HsaOptions &options) : prefer_dmabuf_(options.prefe
 	auto s = std::make_shared<HsaState>(options.library);
 	Agents agents{&s->rt, {}, {}};
 
-	if (hsa_status_t st = s->rt.iterate_agents(collect_agent, &agents); st != HSA_STATUS_SUCCESS)
+	if (hsa_status_t st = s->rt.iterate_agents(collect_agent, &agents);
+	    st != HSA_STATUS_SUCCESS)
 		throw Error(ENODEV, Step::GpuOpen, "hsa_iterate_agents: " + s->rt.describe(st),
 			    Error::no_index, st);
 	if (agents.gpus.empty())
@@ -159,9 +160,12 @@ HsaBackend::HsaBackend(const HsaOptions &options) : prefer_dmabuf_(options.prefe
 		for (std::size_t i : options.gpus) {
 			if (i >= agents.gpus.size())
 				throw Error(ENODEV, Step::GpuOpen,
-					    "no GPU agent " + std::to_string(i) + " (the HSA runtime has " +
+					    "no GPU agent " + std::to_string(i) +
+						    " (the HSA runtime has " +
 						    std::to_string(agents.gpus.size()) + ")");
-			auto same = [&](hsa_agent_t a) { return a.handle == agents.gpus[i].handle; };
+			auto same = [&](hsa_agent_t a) {
+				return a.handle == agents.gpus[i].handle;
+			};
 			if (std::any_of(s->gpus.begin(), s->gpus.end(), same))
 				throw Error(EINVAL, Step::GpuOpen,
 					    "GPU agent " + std::to_string(i) + " is chosen twice");
@@ -180,7 +184,7 @@ HsaBackend::HsaBackend(const HsaOptions &options) : prefer_dmabuf_(options.prefe
 		}
 	}
 	for (hsa_agent_t gpu : s->gpus) {
-		char name[64] = {};	// HSA_AGENT_INFO_NAME: char[64]
+		char name[64] = {}; // HSA_AGENT_INFO_NAME: char[64]
 		s->rt.agent_get_info(gpu, HSA_AGENT_INFO_NAME, name);
 		name[sizeof(name) - 1] = '\0';
 		s->gpu_names.emplace_back(name);
@@ -201,7 +205,7 @@ GpuMapping HsaBackend::map(const Registration &registration)
 	auto buffers = registration.buffers();
 	auto ranges = registration.ranges();
 	auto access = std::make_unique<HsaAccess>(state_);
-	std::vector<hsa_agent_t> gpus = state_->gpus;	// the API takes a non-const array
+	std::vector<hsa_agent_t> gpus = state_->gpus; // the API takes a non-const array
 	std::vector<std::uint64_t> addresses(buffers.size());
 	std::string refused;
 
@@ -216,15 +220,16 @@ GpuMapping HsaBackend::map(const Registration &registration)
 			access->interop_ptr = ptr;
 			std::size_t needed = 0;
 			for (std::size_t i = 0; i < buffers.size(); i++) {
-				needed = std::max(needed, registration.dmabuf_offset(i) + buffers[i].len);
+				needed = std::max(needed,
+						  registration.dmabuf_offset(i) + buffers[i].len);
 				addresses[i] = reinterpret_cast<std::uintptr_t>(ptr) +
 					       registration.dmabuf_offset(i);
 			}
-			if (size < needed)	// the owner unmaps it
+			if (size < needed) // the owner unmaps it
 				throw Error(EIO, Step::GpuMap,
-					    "hsa_amd_interop_map_buffer mapped " + std::to_string(size) +
-						    " bytes of a " + std::to_string(needed) +
-						    "-byte dma-buf");
+					    "hsa_amd_interop_map_buffer mapped " +
+						    std::to_string(size) + " bytes of a " +
+						    std::to_string(needed) + "-byte dma-buf");
 			last_path_ = "dmabuf";
 			return {name(), GpuAddressKind::DevicePointer, std::move(addresses),
 				std::move(access)};
@@ -240,19 +245,21 @@ GpuMapping HsaBackend::map(const Registration &registration)
 
 	std::vector<std::uintptr_t> agent_base(ranges.size());
 	for (std::size_t r = 0; r < ranges.size(); r++) {
-		void *host = reinterpret_cast<void *>(ranges[r].addr); // NOLINT(performance-no-int-to-ptr)
+		// NOLINTNEXTLINE(performance-no-int-to-ptr)
+		void *host = reinterpret_cast<void *>(ranges[r].addr);
 		void *agent_ptr = nullptr;
 		hsa_status_t st = rt.memory_lock_to_pool(host, ranges[r].len, gpus.data(),
 							 static_cast<int>(gpus.size()),
 							 state_->cpu_pool, 0, &agent_ptr);
 		if (st != HSA_STATUS_SUCCESS) {
-			access->release();	// ranges 0..r-1
+			access->release(); // ranges 0..r-1
 			std::size_t blame = registration.first_buffer(r);
 			throw Error(detail::hsa_errno(st), Step::GpuMap,
 				    "hsa_amd_memory_lock_to_pool of range " + std::to_string(r) +
 					    " (" + std::to_string(ranges[r].len) + " bytes at " +
 					    hex(ranges[r].addr) + ", from caller buffer " +
-					    std::to_string(blame) + "): " + rt.describe(st) + refused,
+					    std::to_string(blame) + "): " + rt.describe(st) +
+					    refused,
 				    blame, st);
 		}
 		access->locked.push_back(host);

@@ -13,12 +13,10 @@ namespace svmbatch::detail {
 
 /// One entry point to load: where it goes, its name, and the name to try
 /// first when given (cuda.h maps some names to _v2 symbols).
-template <typename Fn>
-struct Symbol {
+template <typename Fn> struct Symbol {
 	Symbol(Fn &fn, const char *name, const char *versioned = nullptr) noexcept
 		: fn(&fn), name(name), versioned(versioned)
-	{
-	}
+	{}
 	Fn *fn;
 	const char *name;
 	const char *versioned;
@@ -39,15 +37,13 @@ public:
 
 	/// Load every entry point, in order; Error(ENODEV, Step::GpuOpen)
 	/// naming the first that is absent.
-	template <typename... Fn>
-	void resolve(const Symbol<Fn> &...symbols) const
+	template <typename... Fn> void resolve(const Symbol<Fn> &...symbols) const
 	{
 		(resolve_one(symbols), ...);
 	}
 
 private:
-	template <typename Fn>
-	void resolve_one(const Symbol<Fn> &symbol) const
+	template <typename Fn> void resolve_one(const Symbol<Fn> &symbol) const
 	{
 		*symbol.fn = reinterpret_cast<Fn>(find(symbol.name, symbol.versioned));
 	}

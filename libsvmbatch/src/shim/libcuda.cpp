@@ -103,8 +103,7 @@ CudaCurrent::CudaCurrent(const CudaContext &ctx) : ctx_(ctx)
 
 	if (r != cu::success)
 		throw Error(cuda_errno(r), Step::GpuMap,
-			    "cuCtxPushCurrent: " + ctx_.driver().error_name(r),
-			    Error::no_index, r);
+			    "cuCtxPushCurrent: " + ctx_.driver().error_name(r), Error::no_index, r);
 }
 
 CudaCurrent::~CudaCurrent()

@@ -13,7 +13,7 @@ namespace svmbatch::detail {
 struct DrmNode {
 	UniqueFd fd;
 	std::string path;
-	std::string driver;	///< drmGetVersion()'s name: "vgem", "amdgpu", ...
+	std::string driver; ///< drmGetVersion()'s name: "vgem", "amdgpu", ...
 };
 
 /// Open path read-write; Error(errno, GpuOpen) if it does not open,

@@ -8,8 +8,7 @@
 
 namespace svmbatch::detail {
 
-LibHsa::LibHsa(std::string lib_name)
-	: lib_(lib_name, "HSA runtime"), library(std::move(lib_name))
+LibHsa::LibHsa(std::string lib_name) : lib_(lib_name, "HSA runtime"), library(std::move(lib_name))
 {
 	lib_.resolve(Symbol(init, "hsa_init"), Symbol(shut_down, "hsa_shut_down"),
 		     Symbol(status_string, "hsa_status_string"),

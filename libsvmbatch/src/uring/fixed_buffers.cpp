@@ -24,13 +24,11 @@ namespace svmbatch {
 namespace {
 
 /* Write iovecs into slots [first, first + n); 0..n = entries done, or -errno. */
-int update_slots(::io_uring &ring, unsigned first, const ::iovec *iov,
-		 unsigned n)
+int update_slots(::io_uring &ring, unsigned first, const ::iovec *iov, unsigned n)
 {
 	std::vector<__u64> tags(n, 0);
 
-	return io_uring_register_buffers_update_tag(&ring, first, iov,
-						    tags.data(), n);
+	return io_uring_register_buffers_update_tag(&ring, first, iov, tags.data(), n);
 }
 
 /* Clear slots [first, first + n); best effort, for undo and destruction. */
@@ -53,10 +51,10 @@ void clear_slots(::io_uring &ring, unsigned first, unsigned n) noexcept
 const detail::RangePlan &plan_for_io_uring(const detail::RegistrationState &s,
 					   std::optional<detail::RangePlan> &replanned)
 {
-	bool fits = std::all_of(s.plan.ranges.begin(), s.plan.ranges.end(),
-				[](const KernelRange &r) {
-					return r.len <= io_uring_max_buffer_bytes;
-				});
+	bool fits =
+		std::all_of(s.plan.ranges.begin(), s.plan.ranges.end(), [](const KernelRange &r) {
+			return r.len <= io_uring_max_buffer_bytes;
+		});
 	if (fits)
 		return s.plan;
 	replanned = detail::plan_ranges(s.buffers, s.page_size, io_uring_max_buffer_bytes);
@@ -68,8 +66,8 @@ std::vector<::iovec> iovecs_of(const detail::RangePlan &plan)
 	std::vector<::iovec> iov(plan.ranges.size());
 
 	for (std::size_t p = 0; p < plan.ranges.size(); p++)
-		iov[p] = {reinterpret_cast<void *>(plan.ranges[p].addr), // NOLINT(performance-no-int-to-ptr)
-			  plan.ranges[p].len};
+		// NOLINTNEXTLINE(performance-no-int-to-ptr)
+		iov[p] = {reinterpret_cast<void *>(plan.ranges[p].addr), plan.ranges[p].len};
 	return iov;
 }
 
@@ -89,9 +87,10 @@ void slice_buffers(const detail::RegistrationState &s, const detail::RangePlan &
 			std::uintptr_t a = std::max(addr, r.addr);
 			std::uintptr_t e = std::min(end, r.addr + r.len);
 
-			slices.push_back({first + static_cast<unsigned>(p),
-						 reinterpret_cast<void *>(a), // NOLINT(performance-no-int-to-ptr)
-						 e - a});
+			slices.push_back(
+				{first + static_cast<unsigned>(p),
+				 reinterpret_cast<void *>(a), // NOLINT(performance-no-int-to-ptr)
+				 e - a});
 		}
 		first_slice.push_back(slices.size());
 	}
@@ -101,14 +100,13 @@ void slice_buffers(const detail::RegistrationState &s, const detail::RangePlan &
 void register_table(::io_uring &ring, const std::vector<::iovec> &iov)
 {
 	const std::size_t n = iov.size();
-	int ret = io_uring_register_buffers(&ring, iov.data(),
-					    static_cast<unsigned>(n));
+	int ret = io_uring_register_buffers(&ring, iov.data(), static_cast<unsigned>(n));
 	if (ret < 0)
 		throw Error(-ret, Step::IoUringRegister,
-			    "io_uring_register_buffers of " +
-				    std::to_string(n) + " buffers" +
-				    (ret == -EBUSY ? " (the ring already has a table: use a window)"
-						   : ""));
+			    "io_uring_register_buffers of " + std::to_string(n) + " buffers" +
+				    (ret == -EBUSY ?
+					     " (the ring already has a table: use a window)" :
+					     ""));
 }
 
 /* The pieces into slots [first, first + n) of the ring's sparse table. */
@@ -116,8 +114,7 @@ void update_window(::io_uring &ring, unsigned first, const std::vector<::iovec> 
 		   const detail::RangePlan &plan)
 {
 	const std::size_t n = iov.size();
-	int ret = update_slots(ring, first, iov.data(),
-			       static_cast<unsigned>(n));
+	int ret = update_slots(ring, first, iov.data(), static_cast<unsigned>(n));
 
 	/*
 	 * The kernel applies the update entry by entry and reports how
@@ -131,12 +128,11 @@ void update_window(::io_uring &ring, unsigned first, const std::vector<::iovec> 
 		ret = update_slots(ring, first + k, &iov[k], 1);
 		if (ret >= 0) {
 			clear_slots(ring, first + k, 1);
-			ret = -EAGAIN;	/* failed once, not twice */
+			ret = -EAGAIN; /* failed once, not twice */
 		}
 		clear_slots(ring, first, k);
 		throw Error(-ret, Step::IoUringRegister,
-			    "io_uring buffer update of slot " +
-				    std::to_string(first + k) + " (" +
+			    "io_uring buffer update of slot " + std::to_string(first + k) + " (" +
 				    std::to_string(k) + " of " + std::to_string(n) +
 				    " done, undone)",
 			    plan.first_buffer(k));
@@ -149,14 +145,15 @@ void update_window(::io_uring &ring, unsigned first, const std::vector<::iovec> 
 	if (ret < 0) {
 		const bool table = ret == -ENXIO || ret == -EINVAL;
 
-		throw Error(-ret, Step::IoUringRegister,
-			    "io_uring buffer update of slots " +
-				    std::to_string(first) + ".." +
-				    std::to_string(first + n - 1) +
-				    (ret == -ENXIO ? " (the ring has no buffer table: register a sparse one)"
-				     : ret == -EINVAL ? " (past the end of the sparse table?)"
-						      : ""),
-			    table ? Error::no_index : plan.first_buffer(0));
+		throw Error(
+			-ret, Step::IoUringRegister,
+			"io_uring buffer update of slots " + std::to_string(first) + ".." +
+				std::to_string(first + n - 1) +
+				(ret == -ENXIO ?
+					 " (the ring has no buffer table: register a sparse one)" :
+				 ret == -EINVAL ? " (past the end of the sparse table?)" :
+						  ""),
+			table ? Error::no_index : plan.first_buffer(0));
 	}
 }
 
@@ -170,9 +167,9 @@ FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 	const std::size_t n = plan.ranges.size();
 	const bool window = options.window_first.has_value();
 	const unsigned first = window ? *options.window_first : 0;
-	const std::size_t room = window && options.window_size
-					 ? options.window_size
-					 : io_uring_max_slots - std::min(first, io_uring_max_slots);
+	const std::size_t room = window && options.window_size ?
+					 options.window_size :
+					 io_uring_max_slots - std::min(first, io_uring_max_slots);
 
 	if (n > room)
 		throw Error(ENOSPC, Step::IoUringRegister,
@@ -195,10 +192,8 @@ FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 FixedBuffers::FixedBuffers(FixedBuffers &&other) noexcept
 	: ring_(std::exchange(other.ring_, nullptr)), window_(other.window_),
 	  first_slot_(other.first_slot_), nr_slots_(other.nr_slots_),
-	  slices_(std::move(other.slices_)),
-	  first_slice_(std::exchange(other.first_slice_, {0}))
-{
-}
+	  slices_(std::move(other.slices_)), first_slice_(std::exchange(other.first_slice_, {0}))
+{}
 
 FixedBuffers &FixedBuffers::operator=(FixedBuffers &&other) noexcept
 {
@@ -235,11 +230,10 @@ void FixedBuffers::reset() noexcept
 std::span<const FixedSlice> FixedBuffers::slices(std::size_t buffer) const
 {
 	if (buffer >= size())
-		throw std::out_of_range("svmbatch: fixed buffer index " +
-					std::to_string(buffer) + " of " +
-					std::to_string(size()));
-	return std::span(slices_).subspan(
-		first_slice_[buffer], first_slice_[buffer + 1] - first_slice_[buffer]);
+		throw std::out_of_range("svmbatch: fixed buffer index " + std::to_string(buffer) +
+					" of " + std::to_string(size()));
+	return std::span(slices_).subspan(first_slice_[buffer],
+					  first_slice_[buffer + 1] - first_slice_[buffer]);
 }
 
 const FixedSlice &FixedBuffers::operator[](std::size_t buffer) const

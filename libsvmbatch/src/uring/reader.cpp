@@ -20,7 +20,7 @@ namespace {
 struct Piece {
 	std::size_t request;
 	int fd;
-	unsigned index;		// fixed buffer slot
+	unsigned index; // fixed buffer slot
 	char *addr;
 	std::size_t len;
 	std::uint64_t file_offset;
@@ -50,8 +50,7 @@ void cut_request(std::size_t i, const ReadRequest &rq, const FixedBuffers &fixed
 		buffer_len += s.len;
 	if (rq.buffer_offset > buffer_len || rq.length > buffer_len - rq.buffer_offset)
 		throw Error(EINVAL, Step::Validate,
-			    "request " + std::to_string(i) + " reaches past its buffer",
-			    rq.buffer);
+			    "request " + std::to_string(i) + " reaches past its buffer", rq.buffer);
 	bool direct = is_direct(rq.fd);
 	std::size_t skip = rq.buffer_offset, left = rq.length;
 	std::uint64_t off = rq.file_offset;
@@ -65,12 +64,13 @@ void cut_request(std::size_t i, const ReadRequest &rq, const FixedBuffers &fixed
 		skip = 0;
 		for (std::size_t done = 0; done < in_slice;) {
 			std::size_t n = std::min(in_slice - done, options.max_read_bytes);
-			if (direct && ((reinterpret_cast<std::uintptr_t>(addr + done) |
-					off | n) % align))
+			if (direct &&
+			    ((reinterpret_cast<std::uintptr_t>(addr + done) | off | n) % align))
 				throw Error(EINVAL, Step::Validate,
 					    "request " + std::to_string(i) +
 						    ": O_DIRECT needs address, offset and length "
-						    "aligned to " + std::to_string(align),
+						    "aligned to " +
+						    std::to_string(align),
 					    rq.buffer);
 			pending.push_back({i, rq.fd, s.index, addr + done, n, off});
 			done += n;
@@ -119,7 +119,8 @@ public:
 		pending.clear();
 		io_uring_cqe *first;
 		if (busy() && io_uring_wait_cqe(&ring_, &first) < 0)
-			throw Error(-err, Step::IoUringSubmit, "io_uring_submit failed and "
+			throw Error(-err, Step::IoUringSubmit,
+				    "io_uring_submit failed and "
 				    "reads in flight cannot be reaped");
 	}
 
@@ -128,7 +129,8 @@ public:
 	{
 		io_uring_cqe *cqe;
 		unsigned head, seen = 0;
-		io_uring_for_each_cqe(&ring_, head, cqe) {
+		io_uring_for_each_cqe(&ring_, head, cqe)
+		{
 			seen++;
 			auto slot = static_cast<unsigned>(io_uring_cqe_get_data64(cqe));
 			Piece p = slots_[slot];
@@ -165,14 +167,14 @@ private:
 			failed_[p.request] = true;
 		} else if (ret == 0) {
 			if (!res.err)
-				res.err = ENODATA;	// end of file first
+				res.err = ENODATA; // end of file first
 			failed_[p.request] = true;
 		} else {
 			auto n = static_cast<std::size_t>(ret);
 			res.bytes += n;
-			if (n < p.len && !failed_[p.request])	// short: go on
-				pending.push_front({p.request, p.fd, p.index, p.addr + n,
-						    p.len - n, p.file_offset + n});
+			if (n < p.len && !failed_[p.request]) // short: go on
+				pending.push_front({p.request, p.fd, p.index, p.addr + n, p.len - n,
+						    p.file_offset + n});
 		}
 	}
 
@@ -191,7 +193,8 @@ Reader::Reader(::io_uring &ring, const FixedBuffers &fixed, const ReaderOptions 
 {
 	options_.queue_depth = std::clamp(options_.queue_depth, 1u, ring.sq.ring_entries);
 	if (options_.max_read_bytes == 0 || options_.direct_alignment == 0)
-		throw Error(EINVAL, Step::Validate, "max_read_bytes and direct_alignment must be > 0");
+		throw Error(EINVAL, Step::Validate,
+			    "max_read_bytes and direct_alignment must be > 0");
 }
 
 std::vector<ReadResult> Reader::read(std::span<const ReadRequest> requests)
