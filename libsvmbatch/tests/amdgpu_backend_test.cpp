@@ -35,7 +35,7 @@ std::vector<std::string> amdgpu_nodes()
 	for (const auto &e : std::filesystem::directory_iterator("/sys/class/drm", ec)) {
 		std::string name = e.path().filename();
 		if (name.find('-') != std::string::npos)
-			continue;	// connectors: card0-DP-1
+			continue; // connectors: card0-DP-1
 		std::error_code lec;
 		auto driver = std::filesystem::read_symlink(e.path() / "device" / "driver", lec);
 		if (lec || driver.filename() != "amdgpu")
@@ -76,8 +76,7 @@ TEST(AmdgpuBackendOpen, AMissingNodeIsENOENT)
 	Error e = expect_error([] { AmdgpuBackend b("/dev/dri/renderD999"); });
 	EXPECT_EQ(e.err(), ENOENT);
 	EXPECT_EQ(e.step(), Step::GpuOpen);
-	EXPECT_NE(std::string(e.what()).find("/dev/dri/renderD999"), std::string::npos)
-		<< e.what();
+	EXPECT_NE(std::string(e.what()).find("/dev/dri/renderD999"), std::string::npos) << e.what();
 }
 
 /* In the guests: vgem is a DRM device, but not amdgpu. */
@@ -128,7 +127,7 @@ TEST(AmdgpuHardware, MapsTheDmabufIntoTheGpuVm)
 		EXPECT_EQ(m.address(i), va + r.dmabuf_offset(i)) << i;
 	EXPECT_EQ(va % 4096, 0u);
 	m.reset();
-	GpuMapping again = r.map(amd);	/* the VA range and BO were freed */
+	GpuMapping again = r.map(amd); /* the VA range and BO were freed */
 	EXPECT_EQ(again.size(), bufs.size());
 }
 

@@ -13,8 +13,8 @@ int svmbatch_c_api_userspace_roundtrip(void)
 {
 	static char mem[3 * 4096];
 	struct svmbatch_buffer b[2] = {
-		{ mem, 100, SVMBATCH_ACCESS_READ_WRITE },
-		{ mem + 200, 100, SVMBATCH_ACCESS_READ_ONLY },
+		{mem, 100, SVMBATCH_ACCESS_READ_WRITE},
+		{mem + 200, 100, SVMBATCH_ACCESS_READ_ONLY},
 	};
 	struct svmbatch_reg_info info;
 	svmbatch_ctx *ctx = NULL;
@@ -56,7 +56,7 @@ int svmbatch_c_api_open_mode(int mode)
 int svmbatch_c_api_deprecated_names(void)
 {
 	static char mem[4096];
-	struct svmbatch_buffer b = { mem, sizeof(mem), SVMBATCH_ACCESS_READ_WRITE };
+	struct svmbatch_buffer b = {mem, sizeof(mem), SVMBATCH_ACCESS_READ_WRITE};
 	svmbatch_ctx *ctx = NULL;
 	svmbatch_reg *reg = NULL;
 	int ret = svmbatch_ctx_open(SVMBATCH_MODE_USERSPACE, NULL, &ctx);

@@ -30,9 +30,9 @@ const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 
 svmbatch_mode c_mode()
 {
-	return svmbatch::test::mode_under_test() == svmbatch::Mode::Kernel
-		       ? SVMBATCH_MODE_KERNEL
-		       : SVMBATCH_MODE_USERSPACE;
+	return svmbatch::test::mode_under_test() == svmbatch::Mode::Kernel ?
+		       SVMBATCH_MODE_KERNEL :
+		       SVMBATCH_MODE_USERSPACE;
 }
 
 /* Page-aligned anonymous memory, so that page and range counts are exact. */
@@ -40,8 +40,8 @@ class Pages {
 public:
 	explicit Pages(std::size_t n) : len_(n * page)
 	{
-		void *p = ::mmap(nullptr, len_, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		void *p = ::mmap(nullptr, len_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				 -1, 0);
 		if (p != MAP_FAILED)
 			mem_ = static_cast<char *>(p);
 	}
@@ -62,8 +62,8 @@ private:
 };
 
 /* One READ_FIXED of len bytes at file offset off; the cqe's res. */
-int read_fixed(svmbatch::test::Ring &ring, int fd, const svmbatch_fixed_slice &s,
-	       unsigned len, std::uint64_t off)
+int read_fixed(svmbatch::test::Ring &ring, int fd, const svmbatch_fixed_slice &s, unsigned len,
+	       std::uint64_t off)
 {
 	io_uring_sqe *sqe = io_uring_get_sqe(&ring.get());
 	io_uring_cqe *cqe = nullptr;
@@ -76,8 +76,7 @@ int read_fixed(svmbatch::test::Ring &ring, int fd, const svmbatch_fixed_slice &s
 	return res;
 }
 
-::testing::AssertionResult matches_file(const void *addr, std::size_t len,
-					std::uint64_t off)
+::testing::AssertionResult matches_file(const void *addr, std::size_t len, std::uint64_t off)
 {
 	const auto *p = static_cast<const std::uint8_t *>(addr);
 	for (std::size_t k = 0; k < len; k++)
@@ -92,8 +91,7 @@ protected:
 	{
 		if (c_mode() == SVMBATCH_MODE_KERNEL && !svmbatch::test::kernel_available())
 			GTEST_SKIP() << "kernel mode: no /dev/svmbatch";
-		ASSERT_EQ(svmbatch_ctx_open(c_mode(), nullptr, &ctx_), 0)
-			<< svmbatch_last_error();
+		ASSERT_EQ(svmbatch_ctx_open(c_mode(), nullptr, &ctx_), 0) << svmbatch_last_error();
 	}
 	void TearDown() override { svmbatch_ctx_close(ctx_); }
 
@@ -109,8 +107,7 @@ TEST(CApi, KernelModeWithoutTheDeviceIsEnoent)
 {
 	auto *ctx = reinterpret_cast<svmbatch_ctx *>(1);
 
-	EXPECT_EQ(svmbatch_ctx_open(SVMBATCH_MODE_KERNEL, "/nonexistent/svmbatch", &ctx),
-		  -ENOENT);
+	EXPECT_EQ(svmbatch_ctx_open(SVMBATCH_MODE_KERNEL, "/nonexistent/svmbatch", &ctx), -ENOENT);
 	EXPECT_EQ(ctx, nullptr);
 	EXPECT_NE(std::string(svmbatch_last_error()).find("/nonexistent/svmbatch"),
 		  std::string::npos);
@@ -198,8 +195,9 @@ TEST_F(CApiTest, BadBuffersReportErrnoAndIndex)
 	 * allocation (the library's, the sanitizer's) between the calls. */
 	void *hole = ::mmap(nullptr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(hole, MAP_FAILED);
-	std::unique_ptr<void, std::function<void(void *)>> unmap(
-		hole, [](void *p) { ::munmap(p, page); });
+	std::unique_ptr<void, std::function<void(void *)>> unmap(hole, [](void *p) {
+		::munmap(p, page);
+	});
 	svmbatch_buffer b[3] = {{mem.get(), 10, SVMBATCH_ACCESS_READ_WRITE},
 				{mem.get() + 20, 0, SVMBATCH_ACCESS_READ_WRITE},
 				{hole, 10, SVMBATCH_ACCESS_READ_WRITE}};
@@ -232,7 +230,7 @@ TEST_F(CApiTest, UnknownAccessIsEinvalWithIndex)
 				{mem.get() + 20, 10, SVMBATCH_ACCESS_READ_WRITE}};
 	int raw = 7;
 	static_assert(sizeof(raw) == sizeof(b[1].access));
-	std::memcpy(&b[1].access, &raw, sizeof(raw));	/* as a C caller could */
+	std::memcpy(&b[1].access, &raw, sizeof(raw)); /* as a C caller could */
 	svmbatch_reg *reg = nullptr;
 	size_t bad = 0;
 

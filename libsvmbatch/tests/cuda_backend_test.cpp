@@ -69,7 +69,8 @@ TEST_F(FakeCuda, NoDeviceIsENODEVWithTheCUresult)
 	Error e = expect_error([] { CudaBackend b(fake()); });
 	EXPECT_EQ(e.err(), ENODEV);
 	EXPECT_EQ(e.driver_status(), 100);
-	EXPECT_NE(std::string(e.what()).find("CUDA_ERROR_NO_DEVICE"), std::string::npos) << e.what();
+	EXPECT_NE(std::string(e.what()).find("CUDA_ERROR_NO_DEVICE"), std::string::npos)
+		<< e.what();
 
 	fake_cuda_reset(1);
 	e = expect_error([] { CudaBackend b({test::fake_cuda_library, 3}); });
@@ -91,7 +92,7 @@ TEST_F(FakeCuda, MapsEveryBufferOnceAndUnregistersOnDestruction)
 		scattered[i].resize(1000 + 300 * i);
 		bufs.push_back({scattered[i].data(), scattered[i].size()});
 	}
-	Pages touching(4);	/* two buffers sharing a page: one range */
+	Pages touching(4); /* two buffers sharing a page: one range */
 	bufs.push_back({touching.p, 2 * page + 10});
 	bufs.push_back({touching.p + 2 * page + 10, page});
 	Registration r = ctx_->register_buffers(bufs);
@@ -101,7 +102,7 @@ TEST_F(FakeCuda, MapsEveryBufferOnceAndUnregistersOnDestruction)
 	EXPECT_EQ(m.kind(), GpuAddressKind::DevicePointer);
 	EXPECT_EQ(fake_cuda_registered(), static_cast<int>(r.ranges().size()));
 	ASSERT_EQ(m.size(), bufs.size());
-	for (std::size_t i = 0; i < bufs.size(); i++)	/* UVA: identity */
+	for (std::size_t i = 0; i < bufs.size(); i++) /* UVA: identity */
 		EXPECT_EQ(m.device_pointer<void>(i), bufs[i].ptr) << "buffer " << i;
 	EXPECT_EQ(cuda.classify(bufs[3].ptr), CudaMemory::Host);
 
@@ -117,26 +118,28 @@ TEST_F(FakeCuda, RangeKFailingUnregistersRangesBeforeIt)
 	CudaBackend cuda(fake());
 	Pages mem(18);
 	std::vector<Buffer> bufs;
-	for (std::size_t i = 0; i < 6; i++)	/* a page apart: 6 ranges */
+	for (std::size_t i = 0; i < 6; i++) /* a page apart: 6 ranges */
 		bufs.push_back({mem.p + 3 * i * page + 5, page});
 	Registration r = ctx_->register_buffers(bufs);
 	ASSERT_EQ(r.ranges().size(), 6u);
 
 	for (int k : {0, 1, 3, 5}) {
-		fake_cuda_fail_register_after(k, 2);	/* CUDA_ERROR_OUT_OF_MEMORY */
+		fake_cuda_fail_register_after(k, 2); /* CUDA_ERROR_OUT_OF_MEMORY */
 		Error e = expect_error([&] { (void)r.map(cuda); });
 		EXPECT_EQ(e.err(), ENOMEM) << "k=" << k;
 		EXPECT_EQ(e.step(), Step::GpuMap);
 		EXPECT_EQ(e.driver_status(), 2);
-		EXPECT_NE(std::string(e.what()).find("CUDA_ERROR_OUT_OF_MEMORY"), std::string::npos);
+		EXPECT_NE(std::string(e.what()).find("CUDA_ERROR_OUT_OF_MEMORY"),
+			  std::string::npos);
 		EXPECT_NE(std::string(e.what()).find("range " + std::to_string(k)),
-			  std::string::npos) << e.what();
+			  std::string::npos)
+			<< e.what();
 		/* The buffer to blame lies in range k. */
 		ASSERT_NE(e.buffer_index(), Error::no_index);
 		EXPECT_EQ(r.location(e.buffer_index()).range, static_cast<std::size_t>(k));
 		EXPECT_EQ(fake_cuda_registered(), 0) << "k=" << k << ": not rolled back";
 	}
-	GpuMapping m = r.map(cuda);	/* nothing stuck: it works now */
+	GpuMapping m = r.map(cuda); /* nothing stuck: it works now */
 	EXPECT_EQ(fake_cuda_registered(), 6);
 }
 

@@ -35,7 +35,8 @@ public:
 	TempDir()
 	{
 		const char *tmp = std::getenv("TMPDIR"); // NOLINT(concurrency-mt-unsafe)
-		std::string templ = std::string(tmp && *tmp ? tmp : "/tmp") + "/svmbatch-diag-XXXXXX";
+		std::string templ =
+			std::string(tmp && *tmp ? tmp : "/tmp") + "/svmbatch-diag-XXXXXX";
 
 		if (::mkdtemp(templ.data()))
 			path_ = templ;
@@ -119,8 +120,8 @@ TEST(Diagnostics, UnreadableStatsSayEACCES)
 
 	int status = test::run_in_child([&] {
 		/* root reads anything: become nobody (the directory is 0700) */
-		if (::geteuid() == 0 && (::setresgid(65534, 65534, 65534) ||
-					 ::setresuid(65534, 65534, 65534)))
+		if (::geteuid() == 0 &&
+		    (::setresgid(65534, 65534, 65534) || ::setresuid(65534, 65534, 65534)))
 			return 10;
 		try {
 			(void)read_module_stats(dir.path());

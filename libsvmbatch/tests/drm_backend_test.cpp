@@ -88,8 +88,9 @@ protected:
 	{
 		vgem_ = open_vgem();
 		if (!vgem_)
-			GTEST_SKIP() << "no vgem DRM device (the guests load vgem; this machine has "
-				     << (have_drm_nodes() ? "no vgem" : "no /dev/dri") << ")";
+			GTEST_SKIP()
+				<< "no vgem DRM device (the guests load vgem; this machine has "
+				<< (have_drm_nodes() ? "no vgem" : "no /dev/dri") << ")";
 	}
 	std::unique_ptr<DrmBackend> vgem_;
 };
@@ -161,7 +162,8 @@ TEST_F(DrmBackendKernel, VgemSeesTheScatteredBuffersByteForByteBothWays)
 		a[i] = static_cast<char>(i * 7);
 	std::memset(b.data(), 'b', b.size());
 	std::memset(c.data(), 'c', c.size());
-	std::vector<Buffer> bufs{{c.data(), c.size()}, {a.data() + 7, 2 * page},
+	std::vector<Buffer> bufs{{c.data(), c.size()},
+				 {a.data() + 7, 2 * page},
 				 {b.data(), b.size()}};
 	Registration r = ctx_->register_buffers(bufs);
 	GpuMapping m = r.map(*vgem_);
@@ -181,9 +183,9 @@ TEST_F(DrmBackendKernel, VgemSeesTheScatteredBuffersByteForByteBothWays)
 	for (std::size_t i = 0; i < bufs.size(); i++)
 		EXPECT_EQ(std::memcmp(v.map + m.address(i), bufs[i].ptr, bufs[i].len), 0)
 			<< "buffer " << i;
-	a[7 + 5] = 'Z';			/* original pointer -> import */
+	a[7 + 5] = 'Z'; /* original pointer -> import */
 	EXPECT_EQ(v.map[m.address(1) + 5], 'Z');
-	v.map[m.address(2) + 4999] = 'Y';	/* import -> original buffer */
+	v.map[m.address(2) + 4999] = 'Y'; /* import -> original buffer */
 	EXPECT_EQ(b[4999], 'Y');
 }
 
@@ -220,7 +222,7 @@ TEST_F(DrmBackendKernel, TheImportKeepsThePagesUntilTheMappingEnds)
 
 	EXPECT_NE(second.object_handle(), handle) << "each map() is its own import";
 	EXPECT_EQ(process_pinned_bytes(), before + pinned);
-	r.reset();			/* unregister first: the imports hold the pages */
+	r.reset(); /* unregister first: the imports hold the pages */
 	EXPECT_EQ(process_pinned_bytes(), before + pinned);
 	second.reset();
 	EXPECT_EQ(process_pinned_bytes(), before + pinned);
@@ -228,12 +230,12 @@ TEST_F(DrmBackendKernel, TheImportKeepsThePagesUntilTheMappingEnds)
 	GpuMapping moved = std::move(m);
 	EXPECT_FALSE(m); // NOLINT(bugprone-use-after-move): moved-from is empty
 	EXPECT_EQ(moved.object_handle(), handle);
-	moved.reset();			/* GEM handle closed: the last reference */
+	moved.reset(); /* GEM handle closed: the last reference */
 	EXPECT_EQ(process_pinned_bytes(), before);
 	int fd = -1;
 	EXPECT_NE(drmPrimeHandleToFD(vgem_->fd(), handle, DRM_CLOEXEC, &fd), 0);
 	EXPECT_EQ(errno, ENOENT) << "the GEM handle outlived its mapping";
-	moved.reset();			/* idempotent */
+	moved.reset(); /* idempotent */
 }
 
 } // namespace

@@ -51,8 +51,8 @@ private:
 };
 
 /* One READ_FIXED (or WRITE_FIXED) to completion: the CQE's res. */
-int do_fixed(test::Ring &ring, bool read, int fd, void *addr, unsigned len,
-	     off_t off, unsigned index)
+int do_fixed(test::Ring &ring, bool read, int fd, void *addr, unsigned len, off_t off,
+	     unsigned index)
 {
 	io_uring_sqe *sqe = io_uring_get_sqe(&ring.get());
 	io_uring_cqe *cqe;
@@ -153,7 +153,7 @@ TEST_F(FixedBuffersTest, TouchingBuffersShareSlots)
 {
 	Anon mem(16 * page);
 	std::vector<Buffer> b;
-	for (std::size_t i = 0; i < 8; i++)	/* 8 buffers, 2 per page */
+	for (std::size_t i = 0; i < 8; i++) /* 8 buffers, 2 per page */
 		b.push_back({mem.get() + i * page / 2, page / 2});
 	Registration reg = ctx_.register_buffers(b);
 	test::Ring ring;
@@ -182,7 +182,7 @@ TEST_F(FixedBuffersTest, BufferOverOneGibSplitsIntoSlices)
 		GTEST_SKIP() << "needs 6 GiB available (io_uring pins 2.5 GiB), have "
 			     << avail_kb / 1024 << " MiB";
 
-	const std::size_t len = (std::size_t{5} << 29) + 3 * page;	/* 2.5 GiB + 3 pages */
+	const std::size_t len = (std::size_t{5} << 29) + 3 * page; /* 2.5 GiB + 3 pages */
 	Anon mem(len, MAP_NORESERVE);
 	std::vector<Buffer> b{{mem.get(), len}};
 	Registration reg = ctx_.register_buffers(b);
@@ -223,7 +223,8 @@ TEST_F(FixedBuffersTest, WindowCoexistsWithTheApplicationsBuffers)
 		EXPECT_EQ(fixed.first_slot(), 10u);
 		EXPECT_EQ(fixed[0].index, 10u);
 		EXPECT_EQ(fixed[1].index, 11u);
-		EXPECT_EQ(do_fixed(ring, true, file.fd(), fixed[1].addr, 100, 5, fixed[1].index), 100);
+		EXPECT_EQ(do_fixed(ring, true, file.fd(), fixed[1].addr, 100, 5, fixed[1].index),
+			  100);
 		EXPECT_TRUE(matches_file(mem.get() + 4 * page, 100, 5));
 		EXPECT_EQ(do_fixed(ring, true, file.fd(), app.get(), 64, 0, 3), 64);
 	}
@@ -236,7 +237,8 @@ TEST_F(FixedBuffersTest, WindowCoexistsWithTheApplicationsBuffers)
 TEST_F(FixedBuffersTest, TooFewSlotsIsEnospcAndChangesNothing)
 {
 	Anon mem(8 * page);
-	std::vector<Buffer> b{{mem.get(), page}, {mem.get() + 2 * page, page},
+	std::vector<Buffer> b{{mem.get(), page},
+			      {mem.get() + 2 * page, page},
 			      {mem.get() + 4 * page, page}};
 	Registration reg = ctx_.register_buffers(b);
 	test::Ring ring;
@@ -287,7 +289,7 @@ TEST_F(FixedBuffersTest, FailureOfTheKthUpdateUndoesTheOthers)
 	const std::size_t piece = 16 * page;
 	Anon mem(16 * piece);
 	std::vector<Buffer> b;
-	for (std::size_t i = 0; i < 6; i++)	/* caller order: reversed */
+	for (std::size_t i = 0; i < 6; i++) /* caller order: reversed */
 		b.push_back({mem.get() + (5 - i) * 2 * piece, piece});
 	Registration reg = ctx_.register_buffers(b);
 
@@ -300,7 +302,7 @@ TEST_F(FixedBuffersTest, FailureOfTheKthUpdateUndoesTheOthers)
 				return 11;
 			std::uint64_t pin = process_pinned_bytes();
 			{
-				test::Ring ring;	/* created without CAP_IPC_LOCK: it charges */
+				test::Ring ring; /* created without CAP_IPC_LOCK: it charges */
 				if (io_uring_register_buffers_sparse(&ring.get(), 16))
 					return 12;
 				FixedOptions opt;
@@ -310,7 +312,8 @@ TEST_F(FixedBuffersTest, FailureOfTheKthUpdateUndoesTheOthers)
 					return 13;
 				} catch (const Error &e) {
 					/* Piece k (address order) is caller buffer 5 - k. */
-					if (e.err() != ENOMEM || e.step() != Step::IoUringRegister) {
+					if (e.err() != ENOMEM ||
+					    e.step() != Step::IoUringRegister) {
 						std::fprintf(stderr, "unexpected: %s\n", e.what());
 						return 14;
 					}
@@ -327,7 +330,8 @@ TEST_F(FixedBuffersTest, FailureOfTheKthUpdateUndoesTheOthers)
 					__u64 tag = 0;
 
 					if (io_uring_register_buffers_update_tag(&ring.get(), slot,
-										 &iov, &tag, 1) != 1)
+										 &iov, &tag,
+										 1) != 1)
 						return 17;
 				}
 			}
@@ -342,12 +346,13 @@ TEST_F(FixedBuffersTest, FailureOfTheKthUpdateUndoesTheOthers)
 TEST_F(FixedBuffersTest, WindowPastTheTableOrWithoutOneNamesNoBuffer)
 {
 	Anon mem(8 * page);
-	std::vector<Buffer> b{{mem.get(), page}, {mem.get() + 2 * page, page},
+	std::vector<Buffer> b{{mem.get(), page},
+			      {mem.get() + 2 * page, page},
 			      {mem.get() + 4 * page, page}};
 	Registration reg = ctx_.register_buffers(b);
 	test::Ring ring;
 	FixedOptions opt;
-	opt.window_first = 14;	/* 3 pieces from slot 14 of 16 */
+	opt.window_first = 14; /* 3 pieces from slot 14 of 16 */
 
 	for (int want : {ENXIO, EINVAL}) {
 		if (want == EINVAL) {
@@ -367,7 +372,7 @@ TEST_F(FixedBuffersTest, WindowPastTheTableOrWithoutOneNamesNoBuffer)
 		EXPECT_EQ(do_fixed(ring, true, file.fd(), mem.get(), 8, 0,
 				   static_cast<unsigned>(slot)),
 			  -EFAULT);
-	opt.window_first = 13;	/* the same registration fits from slot 13 */
+	opt.window_first = 13; /* the same registration fits from slot 13 */
 	FixedBuffers f = reg.register_fixed(ring.get(), opt);
 	EXPECT_EQ(do_fixed(ring, true, file.fd(), f[2].addr, 8, 0, f[2].index), 8);
 }
@@ -380,9 +385,10 @@ TEST_F(FixedBuffersTest, WindowPastTheTableOrWithoutOneNamesNoBuffer)
 TEST_F(FixedBuffersTest, MoreThanSixteenThousandPiecesIsEnospc)
 {
 	if (test::mode_under_test() == Mode::Kernel)
-		GTEST_SKIP() << "the module would pin the 2 GiB buffer (userspace mode checks the limit)";
-	const std::size_t small = io_uring_max_slots - 1;	/* one page each */
-	const std::size_t big = 2 * io_uring_max_buffer_bytes + page;	/* 3 pieces */
+		GTEST_SKIP()
+			<< "the module would pin the 2 GiB buffer (userspace mode checks the limit)";
+	const std::size_t small = io_uring_max_slots - 1; /* one page each */
+	const std::size_t big = 2 * io_uring_max_buffer_bytes + page; /* 3 pieces */
 	if (ctx_.info().max_ranges < small + 1)
 		GTEST_SKIP() << "max_ranges " << ctx_.info().max_ranges;
 	/* Nothing is touched: MAP_NORESERVE keeps it virtual. */
@@ -401,7 +407,8 @@ TEST_F(FixedBuffersTest, MoreThanSixteenThousandPiecesIsEnospc)
 	} catch (const Error &e) {
 		EXPECT_EQ(e.err(), ENOSPC);
 		EXPECT_EQ(e.step(), Step::IoUringRegister);
-		EXPECT_NE(std::string(e.what()).find("16386 fixed buffers needed, io_uring allows 16384"),
+		EXPECT_NE(std::string(e.what()).find(
+				  "16386 fixed buffers needed, io_uring allows 16384"),
 			  std::string::npos)
 			<< e.what();
 	}
@@ -418,13 +425,13 @@ TEST_F(FixedBuffersTest, MovesTransferTheSlots)
 	FixedBuffers a = reg.register_fixed(ring1.get());
 	FixedBuffers b(std::move(a));
 
-	EXPECT_FALSE(a);	// NOLINT(bugprone-use-after-move): testing it
-	EXPECT_EQ(a.size(), 0u);	// NOLINT(clang-analyzer-cplusplus.Move): likewise
+	EXPECT_FALSE(a); // NOLINT(bugprone-use-after-move): testing it
+	EXPECT_EQ(a.size(), 0u); // NOLINT(clang-analyzer-cplusplus.Move): likewise
 	EXPECT_TRUE(b);
 	FixedBuffers c = reg.register_fixed(ring2.get());
-	c = std::move(b);	/* ring2's table goes, ring1's stays with c */
+	c = std::move(b); /* ring2's table goes, ring1's stays with c */
 	EXPECT_EQ(c.size(), 1u);
-	FixedBuffers again = reg.register_fixed(ring2.get());	/* ring2 is free */
+	FixedBuffers again = reg.register_fixed(ring2.get()); /* ring2 is free */
 	EXPECT_TRUE(again);
 	c.reset();
 	c.reset();
@@ -453,7 +460,7 @@ TEST_F(FixedBuffersTest, EitherMayBeDestroyedFirst)
 		fixed.emplace(reg->register_fixed(ring->get()));
 
 		if (registration_first)
-			reg.reset();	/* io_uring holds its own pins */
+			reg.reset(); /* io_uring holds its own pins */
 		EXPECT_EQ(do_fixed(*ring, true, file.fd(), mem.get(), 128, 0, 0), 128);
 		EXPECT_TRUE(matches_file(mem.get(), 128, 0));
 		fixed.reset();

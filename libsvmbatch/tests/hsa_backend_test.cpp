@@ -82,8 +82,8 @@ TEST(HsaBackendOpen, TheRealRuntimeWithoutKfdIsENODEVWithItsStatus)
 		GTEST_SKIP() << "/dev/kfd exists: HsaHardware covers this machine";
 	void *lib = ::dlopen("libhsa-runtime64.so.1", RTLD_NOW | RTLD_LOCAL);
 	if (!lib)
-		GTEST_SKIP() << "libhsa-runtime64.so.1 is not installed here ("
-			     << ::dlerror() << ")"; // NOLINT(concurrency-mt-unsafe)
+		GTEST_SKIP() << "libhsa-runtime64.so.1 is not installed here (" << ::dlerror()
+			     << ")"; // NOLINT(concurrency-mt-unsafe)
 	::dlclose(lib);
 
 	Error e = expect_error([] { HsaBackend b; });
@@ -224,7 +224,7 @@ TEST_F(HsaFake, LocksEveryRangeForEveryGpuAndUnlocksOnDestruction)
 	EXPECT_EQ(fake_hsa_locked(), static_cast<int>(r.ranges().size()));
 	EXPECT_EQ(fake_hsa_lock_agents(), 2);
 	ASSERT_EQ(m.size(), bufs.size());
-	for (std::size_t i = 0; i < bufs.size(); i++)	/* the fake's agent pointers */
+	for (std::size_t i = 0; i < bufs.size(); i++) /* the fake's agent pointers */
 		EXPECT_EQ(m.device_pointer<void>(i), bufs[i].ptr);
 	m.reset();
 	EXPECT_EQ(fake_hsa_locked(), 0);
@@ -235,7 +235,7 @@ TEST_F(HsaFake, RangeKFailingUnlocksRangesBeforeIt)
 	test::MappedPages mem(15);
 	ASSERT_NE(mem.p, nullptr);
 	std::vector<Buffer> bufs;
-	for (std::size_t i = 0; i < 5; i++)	/* a page apart: 5 ranges */
+	for (std::size_t i = 0; i < 5; i++) /* a page apart: 5 ranges */
 		bufs.push_back({mem.p + 3 * i * page, 2 * page});
 	Registration r = ctx_->register_buffers(bufs);
 	HsaBackend hsa(fake(false));
@@ -268,9 +268,9 @@ TEST_F(HsaFake, TheFailingRangeNamesItsFirstCallerBuffer)
 {
 	test::MappedPages mem(6);
 	ASSERT_NE(mem.p, nullptr);
-	std::vector<Buffer> bufs{{mem.p + 4 * page, 100},	/* range 1 */
-				 {mem.p, 100},			/* range 0 */
-				 {mem.p + 4 * page + 200, 100}};	/* range 1 */
+	std::vector<Buffer> bufs{{mem.p + 4 * page, 100}, /* range 1 */
+				 {mem.p, 100}, /* range 0 */
+				 {mem.p + 4 * page + 200, 100}}; /* range 1 */
 	Registration r = ctx_->register_buffers(bufs);
 	ASSERT_EQ(r.ranges().size(), 2u);
 	HsaBackend hsa(fake(false));
@@ -332,12 +332,13 @@ TEST_F(HsaFake, KernelModeMapsTheDmabufAndFallsBackToLocking)
 		EXPECT_EQ(fake_hsa_last_agent_mask(), 2u);
 		EXPECT_EQ(fake_hsa_locked(), 0);
 		for (std::size_t i = 0; i < bufs.size(); i++)
-			EXPECT_EQ(std::memcmp(m.device_pointer<char>(i), bufs[i].ptr, bufs[i].len), 0)
+			EXPECT_EQ(std::memcmp(m.device_pointer<char>(i), bufs[i].ptr, bufs[i].len),
+				  0)
 				<< "buffer " << i;
 	}
 	EXPECT_EQ(fake_hsa_interop_mapped(), 0);
 
-	fake_hsa_accept_interop(0);	/* what KFD does with a foreign dma-buf */
+	fake_hsa_accept_interop(0); /* what KFD does with a foreign dma-buf */
 	GpuMapping m = r.map(hsa);
 	EXPECT_EQ(hsa.last_path(), "lock");
 	EXPECT_EQ(fake_hsa_locked(), static_cast<int>(r.ranges().size()));
@@ -358,7 +359,8 @@ TEST(HsaHardware, LocksScatteredBuffersForEveryGpu)
 	test::MappedPages mem(8);
 	ASSERT_NE(mem.p, nullptr);
 	std::memset(mem.p, 0x5a, mem.len);
-	std::vector<Buffer> bufs{{mem.p + 5 * page + 3, 1000}, {mem.p, 2 * page},
+	std::vector<Buffer> bufs{{mem.p + 5 * page + 3, 1000},
+				 {mem.p, 2 * page},
 				 {mem.p + 5 * page + 2000, 64}};
 	Registration r = ctx.register_buffers(bufs);
 	HsaBackend hsa;
@@ -372,7 +374,7 @@ TEST(HsaHardware, LocksScatteredBuffersForEveryGpu)
 		EXPECT_EQ(m.address(2) - m.address(0), 2000u - 3u);
 		RecordProperty("path", hsa.last_path());
 	}
-	GpuMapping again = r.map(hsa);	/* everything was unlocked/unmapped */
+	GpuMapping again = r.map(hsa); /* everything was unlocked/unmapped */
 	EXPECT_EQ(again.size(), bufs.size());
 }
 

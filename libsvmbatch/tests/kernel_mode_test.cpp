@@ -48,7 +48,7 @@ protected:
 	{
 		SVMBATCH_SKIP_UNLESS_KERNEL_MODE();
 		ctx_.emplace(Mode::Kernel);
-		(void)test::quiet_pinned_bytes();	/* earlier io_uring teardowns */
+		(void)test::quiet_pinned_bytes(); /* earlier io_uring teardowns */
 	}
 	std::optional<Context> ctx_;
 };
@@ -61,14 +61,12 @@ TEST_F(KernelModeTest, RegistrationIsCountedInVmPinAndTheModule)
 
 	ASSERT_FALSE(before.empty()) << "debugfs stats missing";
 	{
-		Registration r = ctx_->register_buffers(
-			std::vector<Buffer>{{mem.data() + 1, 40 * page}});
-		EXPECT_EQ(process_pinned_bytes() - pin,
-			  r.pages() * page);
+		Registration r =
+			ctx_->register_buffers(std::vector<Buffer>{{mem.data() + 1, 40 * page}});
+		EXPECT_EQ(process_pinned_bytes() - pin, r.pages() * page);
 		auto during = module_gauges();
 		EXPECT_EQ(during["registrations"], before["registrations"] + 1);
-		EXPECT_EQ(during["pinned_pages"],
-			  before["pinned_pages"] + r.pages());
+		EXPECT_EQ(during["pinned_pages"], before["pinned_pages"] + r.pages());
 	}
 	EXPECT_EQ(process_pinned_bytes(), pin);
 	EXPECT_EQ(module_gauges(), before);
@@ -88,8 +86,9 @@ TEST_F(KernelModeTest, AFailingBatchLeavesNothingBehind)
 	 * allocation (the library's, the sanitizer's) before the call. */
 	void *hole = ::mmap(nullptr, page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 	ASSERT_NE(hole, MAP_FAILED);
-	std::unique_ptr<void, std::function<void(void *)>> unmap(
-		hole, [](void *p) { ::munmap(p, page); });
+	std::unique_ptr<void, std::function<void(void *)>> unmap(hole, [](void *p) {
+		::munmap(p, page);
+	});
 	b.insert(b.begin() + 321, Buffer{hole, 8});
 
 	auto before = module_gauges();
@@ -106,8 +105,8 @@ TEST_F(KernelModeTest, AForkedChildCannotUseItsParentsContext)
 	std::vector<char> mem(page);
 	int status = test::run_in_child([&] {
 		try {
-			Registration r = ctx_->register_buffers(
-				std::vector<Buffer>{{mem.data(), page}});
+			Registration r =
+				ctx_->register_buffers(std::vector<Buffer>{{mem.data(), page}});
 		} catch (const Error &e) {
 			return e.err() == EPERM && e.step() == Step::Register ? 0 : 1;
 		}
@@ -133,14 +132,14 @@ TEST_F(KernelModeTest, QueryAgreesWithThePlan)
 
 TEST_F(KernelModeTest, StaleAfterTheBufferIsUnmapped)
 {
-	void *p = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE,
-			 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	void *p = ::mmap(nullptr, 4 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1,
+			 0);
 	ASSERT_NE(p, MAP_FAILED);
 	Registration r = ctx_->register_buffers(
 		std::vector<Buffer>{{static_cast<char *>(p) + 10, 3 * page}});
 
 	EXPECT_FALSE(r.stale());
-	static_cast<char *>(p)[100] = 1;	/* accesses do not count */
+	static_cast<char *>(p)[100] = 1; /* accesses do not count */
 	EXPECT_FALSE(r.stale());
 	ASSERT_EQ(::munmap(p, 4 * page), 0);
 	EXPECT_TRUE(r.stale());
@@ -149,22 +148,23 @@ TEST_F(KernelModeTest, StaleAfterTheBufferIsUnmapped)
 TEST_F(KernelModeTest, DmaBufHoldsTheBuffersInRangeOrder)
 {
 	std::vector<char> a(3 * page, 'a'), b(5000, 'b'), c(100, 'c');
-	std::vector<Buffer> bufs{{c.data(), c.size()}, {a.data() + 7, 2 * page},
+	std::vector<Buffer> bufs{{c.data(), c.size()},
+				 {a.data() + 7, 2 * page},
 				 {b.data(), b.size()}};
 	Registration r = ctx_->register_buffers(bufs);
 	DmaBuf d = r.export_dmabuf();
 
 	ASSERT_TRUE(d);
 	EXPECT_EQ(d.size(), r.pages() * page);
-	auto *map = static_cast<char *>(::mmap(nullptr, d.size(), PROT_READ | PROT_WRITE,
-					       MAP_SHARED, d.fd(), 0));
+	auto *map = static_cast<char *>(
+		::mmap(nullptr, d.size(), PROT_READ | PROT_WRITE, MAP_SHARED, d.fd(), 0));
 	ASSERT_NE(map, MAP_FAILED);
 	for (std::size_t i = 0; i < bufs.size(); i++) {
 		const char *p = map + r.dmabuf_offset(i);
 
 		EXPECT_EQ(std::memcmp(p, bufs[i].ptr, bufs[i].len), 0) << "buffer " << i;
 	}
-	map[r.dmabuf_offset(2) + 10] = 'X';	/* through the dma-buf */
+	map[r.dmabuf_offset(2) + 10] = 'X'; /* through the dma-buf */
 	EXPECT_EQ(b[10], 'X');
 	::munmap(map, d.size());
 
@@ -211,7 +211,7 @@ TEST(ScatteredReadFixed, TwoThousandBuffersGetTheFileByteForByte)
 
 	EXPECT_GT(pin_with_both, 0u);
 	std::size_t submitted = 0, completed = 0, next = 0;
-	std::vector<std::size_t> offsets(n);	/* buffer i holds file[offsets[i]..] */
+	std::vector<std::size_t> offsets(n); /* buffer i holds file[offsets[i]..] */
 	for (std::size_t i = 1; i < n; i++)
 		offsets[i] = offsets[i - 1] + b[i - 1].len;
 	while (completed < n) {
@@ -223,8 +223,8 @@ TEST(ScatteredReadFixed, TwoThousandBuffersGetTheFileByteForByte)
 
 			ASSERT_EQ(s.len, b[next].len);
 			io_uring_prep_read_fixed(sqe, file.fd(), s.addr,
-						 static_cast<unsigned>(s.len),
-						 offsets[next], static_cast<int>(s.index));
+						 static_cast<unsigned>(s.len), offsets[next],
+						 static_cast<int>(s.index));
 			sqe->user_data = next++;
 			submitted++;
 		}

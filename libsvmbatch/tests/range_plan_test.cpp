@@ -16,8 +16,7 @@ namespace {
 constexpr std::size_t page = 4096;
 constexpr std::size_t no_limit = std::size_t{1} << 40;
 
-Buffer buf(std::uintptr_t addr, std::size_t len,
-	   Access access = Access::ReadWrite)
+Buffer buf(std::uintptr_t addr, std::size_t len, Access access = Access::ReadWrite)
 {
 	return {reinterpret_cast<void *>(addr), len, access};
 }
@@ -36,12 +35,11 @@ int plan_errno(const std::vector<Buffer> &b, std::size_t *index)
 
 TEST(RangePlan, UnalignedBufferIsRoundedToPages)
 {
-	auto p = plan_ranges(std::vector{buf(0x10100, 0x1f00 + 1)}, page,
-			     no_limit);
+	auto p = plan_ranges(std::vector{buf(0x10100, 0x1f00 + 1)}, page, no_limit);
 
 	ASSERT_EQ(p.ranges.size(), 1u);
 	EXPECT_EQ(p.ranges[0].addr, 0x10000u);
-	EXPECT_EQ(p.ranges[0].len, 3 * page);	/* 0x10100..0x12000 inclusive */
+	EXPECT_EQ(p.ranges[0].len, 3 * page); /* 0x10100..0x12000 inclusive */
 	EXPECT_EQ(p.locations[0].range, 0u);
 	EXPECT_EQ(p.locations[0].offset, 0x100u);
 }
@@ -87,10 +85,8 @@ TEST(RangePlan, RangesAreSortedWhateverTheCallerOrder)
 
 TEST(RangePlan, ReadOnlyOnlyWhenEveryBufferIsReadOnly)
 {
-	std::vector b{buf(0x10000, page, Access::ReadOnly),
-		      buf(0x11000, page, Access::ReadWrite),
-		      buf(0x40000, page, Access::ReadOnly),
-		      buf(0x40800, 16, Access::ReadOnly)};
+	std::vector b{buf(0x10000, page, Access::ReadOnly), buf(0x11000, page, Access::ReadWrite),
+		      buf(0x40000, page, Access::ReadOnly), buf(0x40800, 16, Access::ReadOnly)};
 	auto p = plan_ranges(b, page, no_limit);
 
 	ASSERT_EQ(p.ranges.size(), 2u);
@@ -106,9 +102,7 @@ TEST(RangePlan, BadBuffersNameTheirIndex)
 	EXPECT_EQ(index, 1u);
 	EXPECT_EQ(plan_errno({buf(0, 5)}, &index), EINVAL);
 	EXPECT_EQ(index, 0u);
-	EXPECT_EQ(plan_errno({buf(0x1000, 1), buf(0x2000, 1),
-			      buf(UINTPTR_MAX - 10, 100)},
-			     &index),
+	EXPECT_EQ(plan_errno({buf(0x1000, 1), buf(0x2000, 1), buf(UINTPTR_MAX - 10, 100)}, &index),
 		  EOVERFLOW);
 	EXPECT_EQ(index, 2u);
 	/* The last page of the address space has no end address. */
@@ -118,8 +112,7 @@ TEST(RangePlan, BadBuffersNameTheirIndex)
 TEST(RangePlan, LimitCutsBetweenBuffers)
 {
 	/* Three touching 3-page buffers, limit 4 pages: no buffer is cut. */
-	std::vector b{buf(0x100000, 3 * page), buf(0x103000, 3 * page),
-		      buf(0x106000, 3 * page)};
+	std::vector b{buf(0x100000, 3 * page), buf(0x103000, 3 * page), buf(0x106000, 3 * page)};
 	auto p = plan_ranges(b, page, 4 * page);
 
 	ASSERT_EQ(p.ranges.size(), 3u);
@@ -138,7 +131,7 @@ TEST(RangePlan, LimitPacksSmallBuffersTogether)
 		b.push_back(buf(0x100000 + i * page, page));
 	auto p = plan_ranges(b, page, 4 * page);
 
-	ASSERT_EQ(p.ranges.size(), 3u);	/* 4 + 4 + 2 pages */
+	ASSERT_EQ(p.ranges.size(), 3u); /* 4 + 4 + 2 pages */
 	EXPECT_EQ(p.ranges[2].len, 2 * page);
 	EXPECT_EQ(p.locations[9].range, 2u);
 	EXPECT_EQ(p.locations[9].offset, page);
@@ -161,12 +154,11 @@ TEST(RangePlan, OneBufferLongerThanTheLimitSpansRanges)
 TEST(RangePlan, OverGibBuffersOfTouchingTensors)
 {
 	const std::size_t mib = std::size_t{1} << 20;
-	std::vector b{buf(0x7f0000000000, 600 * mib),
-		      buf(0x7f0000000000 + 600 * mib, 600 * mib),
+	std::vector b{buf(0x7f0000000000, 600 * mib), buf(0x7f0000000000 + 600 * mib, 600 * mib),
 		      buf(0x7f0000000000 + 1200 * mib, 100 * mib)};
 	auto p = plan_ranges(b, page, 1024 * mib);
 
-	ASSERT_EQ(p.ranges.size(), 2u);	/* 600 | 600 + 100 */
+	ASSERT_EQ(p.ranges.size(), 2u); /* 600 | 600 + 100 */
 	EXPECT_EQ(p.ranges[1].len, 700 * mib);
 	EXPECT_EQ(p.locations[2].range, 1u);
 	EXPECT_EQ(p.locations[2].offset, 600 * mib);
@@ -210,8 +202,7 @@ TEST(RangePlan, RandomInputsKeepEveryInvariant)
 			ASSERT_GE(last.addr + last.len, a + b[i].len);
 			/* Contiguous ranges only: the buffer's VA has no hole. */
 			for (std::size_t r = p.locations[i].range; r < p.last_range[i]; r++)
-				ASSERT_EQ(p.ranges[r].addr + p.ranges[r].len,
-					  p.ranges[r + 1].addr);
+				ASSERT_EQ(p.ranges[r].addr + p.ranges[r].len, p.ranges[r + 1].addr);
 			for (std::size_t r = p.locations[i].range; r <= p.last_range[i]; r++) {
 				if (b[i].access == Access::ReadWrite) {
 					ASSERT_EQ(p.ranges[r].access, Access::ReadWrite);
@@ -222,7 +213,7 @@ TEST(RangePlan, RandomInputsKeepEveryInvariant)
 		}
 		std::sort(pages.begin(), pages.end());
 		pages.erase(std::unique(pages.begin(), pages.end()), pages.end());
-		ASSERT_EQ(covered, pages.size() * page);	/* no extra page */
+		ASSERT_EQ(covered, pages.size() * page); /* no extra page */
 	}
 }
 

@@ -87,12 +87,12 @@ TEST_F(ReaderTest, FailedRequestsCompleteWithErrnoAndTheRestStillLand)
 	Reader reader(ring_->get(), fixed, {4, 8 << 10, 512});
 	int closed = ::dup(file.fd());
 	ASSERT_GE(closed, 0);
-	::close(closed);	/* a descriptor number that is not open */
+	::close(closed); /* a descriptor number that is not open */
 
 	std::vector<ReadRequest> rq{
 		{file.fd(), 0, a.size(), 0, 0},
-		{closed, 0, 4096, 1, 0},			/* EBADF */
-		{file.fd(), (1 << 20) - 1000, 5000, 2, 0},	/* file ends: ENODATA */
+		{closed, 0, 4096, 1, 0}, /* EBADF */
+		{file.fd(), (1 << 20) - 1000, 5000, 2, 0}, /* file ends: ENODATA */
 		{file.fd(), 4096, 4096, 1, 4096},
 	};
 	std::vector<ReadResult> res = reader.read(rq);

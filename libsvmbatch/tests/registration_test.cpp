@@ -29,8 +29,7 @@ const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 /* An anonymous or file mapping, unmapped on destruction. */
 class Mapping {
 public:
-	Mapping(std::size_t len, int prot, int flags, int fd = -1)
-		: len_(len)
+	Mapping(std::size_t len, int prot, int flags, int fd = -1) : len_(len)
 	{
 		void *p = ::mmap(nullptr, len, prot, flags, fd, 0);
 
@@ -74,10 +73,9 @@ class RegistrationTest : public ::testing::Test {
 protected:
 	void SetUp() override
 	{
-		if (test::mode_under_test() == Mode::Kernel &&
-		    !test::kernel_available())
+		if (test::mode_under_test() == Mode::Kernel && !test::kernel_available())
 			GTEST_SKIP() << "kernel mode: no /dev/svmbatch";
-		pin_before_ = test::quiet_pinned_bytes();	/* earlier io_uring teardowns */
+		pin_before_ = test::quiet_pinned_bytes(); /* earlier io_uring teardowns */
 	}
 	/* "Nothing left behind" after every test, as after every failure. */
 	void TearDown() override
@@ -125,8 +123,7 @@ TEST_F(RegistrationTest, ScatteredMallocBuffersMapBackToTheirRanges)
 	if (reg.mode() == Mode::Kernel) {
 		EXPECT_NE(reg.handle(), 0u);
 		EXPECT_EQ(reg.pinned_pages(), reg.pages());
-		EXPECT_EQ(process_pinned_bytes() - pin_before_,
-			  reg.pages() * page);
+		EXPECT_EQ(process_pinned_bytes() - pin_before_, reg.pages() * page);
 	} else {
 		EXPECT_EQ(reg.handle(), 0u);
 		EXPECT_EQ(reg.pinned_pages(), 0u);
@@ -135,10 +132,9 @@ TEST_F(RegistrationTest, ScatteredMallocBuffersMapBackToTheirRanges)
 
 TEST_F(RegistrationTest, UnmappedBufferIsEfaultAndNamesTheCallersIndex)
 {
-	Mapping m(8 * page, PROT_READ | PROT_WRITE,
-		  MAP_PRIVATE | MAP_ANONYMOUS);
+	Mapping m(8 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
 	ASSERT_TRUE(m.get());
-	ASSERT_EQ(::munmap(m.get() + 2 * page, page), 0);	/* a hole */
+	ASSERT_EQ(::munmap(m.get() + 2 * page, page), 0); /* a hole */
 
 	/* The bad buffer sorts first but is the caller's index 3. */
 	std::vector<Buffer> b{{m.get() + 5 * page, 100},
@@ -156,8 +152,7 @@ TEST_F(RegistrationTest, UnmappedBufferIsEfaultAndNamesTheCallersIndex)
 
 TEST_F(RegistrationTest, HoleInsideAMergedRangeBlamesTheBufferOverIt)
 {
-	Mapping m(8 * page, PROT_READ | PROT_WRITE,
-		  MAP_PRIVATE | MAP_ANONYMOUS);
+	Mapping m(8 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
 	ASSERT_TRUE(m.get());
 	std::vector<Buffer> b{{m.get(), 3 * page}, {m.get() + 3 * page, 3 * page}};
 
@@ -184,8 +179,8 @@ TEST_F(RegistrationTest, ReadOnlyMemoryNeedsReadOnlyAccess)
 
 	Error e = register_error(ctx_, {{m.get(), 2 * page}});
 	EXPECT_EQ(e.err(), EFAULT);
-	Registration r = ctx_.register_buffers(
-		std::vector<Buffer>{{m.get(), 2 * page, Access::ReadOnly}});
+	Registration r =
+		ctx_.register_buffers(std::vector<Buffer>{{m.get(), 2 * page, Access::ReadOnly}});
 	EXPECT_EQ(r.ranges()[0].access, Access::ReadOnly);
 }
 
@@ -214,8 +209,8 @@ TEST_F(RegistrationTest, WritableSharedFileMappingIsEopnotsupp)
 	Error e = register_error(ctx_, {{anon.get(), page}, {m.get(), page}});
 	EXPECT_EQ(e.err(), EOPNOTSUPP);
 	EXPECT_EQ(e.buffer_index(), 1u);
-	Registration r = ctx_.register_buffers(
-		std::vector<Buffer>{{m.get(), 4 * page, Access::ReadOnly}});
+	Registration r =
+		ctx_.register_buffers(std::vector<Buffer>{{m.get(), 4 * page, Access::ReadOnly}});
 	EXPECT_EQ(r.pages(), 4u);
 }
 
@@ -259,7 +254,7 @@ TEST_F(RegistrationTest, MoreRangesThanTheModuleTakesIsE2big)
 	EXPECT_EQ(e.err(), E2BIG);
 	EXPECT_EQ(e.step(), Step::Validate);
 	b.pop_back();
-	Registration r = ctx_.register_buffers(b);	/* exactly the limit */
+	Registration r = ctx_.register_buffers(b); /* exactly the limit */
 	EXPECT_EQ(r.ranges().size(), n - 1);
 }
 
@@ -270,11 +265,11 @@ TEST_F(RegistrationTest, MoveAndResetLeaveNoDoubleUnregister)
 	Registration a = ctx_.register_buffers(b);
 	Registration moved(std::move(a));
 
-	EXPECT_FALSE(a);	// NOLINT(bugprone-use-after-move): testing it
+	EXPECT_FALSE(a); // NOLINT(bugprone-use-after-move): testing it
 	EXPECT_TRUE(moved);
 	EXPECT_EQ(moved.ranges().size(), 2u);
 	Registration other = ctx_.register_buffers(std::vector<Buffer>{{m.get(), 1}});
-	other = std::move(moved);	/* releases other's registration */
+	other = std::move(moved); /* releases other's registration */
 	EXPECT_EQ(other.ranges().size(), 2u);
 	other.reset();
 	other.reset();
@@ -335,14 +330,12 @@ TEST_F(RegistrationTest, MemoryUnmappedWhileRegisteredIsReleasedLater)
 {
 	std::optional<Registration> r;
 	{
-		Mapping m(16 * page, PROT_READ | PROT_WRITE,
-			  MAP_PRIVATE | MAP_ANONYMOUS);
+		Mapping m(16 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
 		r.emplace(ctx_.register_buffers(std::vector<Buffer>{{m.get(), 16 * page}}));
 	}
 	/* The mapping is gone; in kernel mode the pages stay pinned. */
 	if (r->mode() == Mode::Kernel) {
-		EXPECT_EQ(process_pinned_bytes() - pin_before_,
-			  16 * page);
+		EXPECT_EQ(process_pinned_bytes() - pin_before_, 16 * page);
 	}
 	r.reset();
 }

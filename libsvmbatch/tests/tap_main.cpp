@@ -49,17 +49,15 @@ class TapPrinter : public ::testing::EmptyTestEventListener {
 			std::printf("ok %d %s # SKIP %s\n", n_, name.c_str(),
 				    why.empty() ? "(no reason given)" : why.c_str());
 		} else {
-			std::printf("%s %d %s\n", r->Failed() ? "not ok" : "ok", n_,
-				    name.c_str());
+			std::printf("%s %d %s\n", r->Failed() ? "not ok" : "ok", n_, name.c_str());
 		}
 		std::fflush(stdout);
 	}
 
 	void OnTestProgramEnd(const ::testing::UnitTest &unit) override
 	{
-		std::printf("# %d passed, %d failed, %d skipped\n",
-			    unit.successful_test_count(), unit.failed_test_count(),
-			    unit.skipped_test_count());
+		std::printf("# %d passed, %d failed, %d skipped\n", unit.successful_test_count(),
+			    unit.failed_test_count(), unit.skipped_test_count());
 	}
 
 	int n_ = 0;
@@ -76,7 +74,7 @@ int main(int argc, char **argv)
 		auto &listeners = ::testing::UnitTest::GetInstance()->listeners();
 
 		delete listeners.Release(listeners.default_result_printer());
-		listeners.Append(new TapPrinter);	/* googletest owns it */
+		listeners.Append(new TapPrinter); /* googletest owns it */
 	}
 	return RUN_ALL_TESTS();
 }

@@ -47,7 +47,7 @@ std::uint64_t pinned_bytes_at_most(std::uint64_t want, int timeout_ms)
 
 std::uint64_t quiet_pinned_bytes(int quiet_ms, int timeout_ms)
 {
-	std::optional<std::uint64_t> last;	/* none before the first look */
+	std::optional<std::uint64_t> last; /* none before the first look */
 	int still = 0;
 
 	return pinned_bytes_when(
@@ -76,8 +76,7 @@ Ring::~Ring()
 ScratchFile::ScratchFile(std::size_t len)
 {
 	const char *dir = std::getenv("TMPDIR");
-	std::string tmpl = std::string(dir && *dir ? dir : "/tmp") +
-			   "/svmbatch-test-XXXXXX";
+	std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/svmbatch-test-XXXXXX";
 	std::vector<char> name(tmpl.begin(), tmpl.end());
 
 	name.push_back('\0');

@@ -37,7 +37,7 @@ bool kernel_available();
 /// module there, saying which is missing.
 #define SVMBATCH_SKIP_UNLESS_KERNEL_MODE()                                                   \
 	do {                                                                                 \
-		if (::svmbatch::test::mode_under_test() != ::svmbatch::Mode::Kernel)          \
+		if (::svmbatch::test::mode_under_test() != ::svmbatch::Mode::Kernel)         \
 			GTEST_SKIP() << "needs the module (kernel mode runs in the guests)"; \
 		if (!::svmbatch::test::kernel_available())                                   \
 			GTEST_SKIP() << "no /dev/svmbatch";                                  \

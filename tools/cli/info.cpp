@@ -68,24 +68,26 @@ int info(const Paths &paths, bool json)
 	std::vector<std::string> backends = built_backends();
 
 	if (json) {
-		std::printf("{\"module_loaded\": %s, \"device\": %s, \"abi_version\": %u, "
-			    "\"library_abi_version\": %u, \"page_size\": %zu, \"features\": [%s], "
-			    "\"max_ranges\": %u, \"max_registrations\": %u, \"max_range_bytes\": %llu, "
-			    "\"mode\": %s, \"reason\": %s, \"gpu_backends\": [%s]}\n",
-			    loaded ? "true" : "false", json_string(paths.device).c_str(),
-			    i.abi_version, SVMBATCH_ABI_VERSION, i.page_size,
-			    json_list(features).c_str(), i.max_ranges, i.max_registrations,
-			    static_cast<unsigned long long>(i.max_range_bytes),
-			    json_string(mode_name(i.mode)).c_str(), json_string(i.reason).c_str(),
-			    json_list(backends).c_str());
+		std::printf(
+			"{\"module_loaded\": %s, \"device\": %s, \"abi_version\": %u, "
+			"\"library_abi_version\": %u, \"page_size\": %zu, \"features\": [%s], "
+			"\"max_ranges\": %u, \"max_registrations\": %u, \"max_range_bytes\": %llu, "
+			"\"mode\": %s, \"reason\": %s, \"gpu_backends\": [%s]}\n",
+			loaded ? "true" : "false", json_string(paths.device).c_str(), i.abi_version,
+			SVMBATCH_ABI_VERSION, i.page_size, json_list(features).c_str(),
+			i.max_ranges, i.max_registrations,
+			static_cast<unsigned long long>(i.max_range_bytes),
+			json_string(mode_name(i.mode)).c_str(), json_string(i.reason).c_str(),
+			json_list(backends).c_str());
 		return exit_ok;
 	}
 	if (loaded)
 		std::printf("module:        loaded (%s, ABI %u)\n", paths.device.c_str(),
 			    i.abi_version);
 	else
-		std::printf("module:        not loaded (no usable %s; `modprobe svmbatch` as root)\n",
-			    paths.device.c_str());
+		std::printf(
+			"module:        not loaded (no usable %s; `modprobe svmbatch` as root)\n",
+			paths.device.c_str());
 	std::printf("features:      %s\n", words(features).c_str());
 	std::printf("limits:        %u ranges per registration, %u registrations per open "
 		    "file, %s per range%s\n",

@@ -14,7 +14,7 @@
 static int deprecated_names_link(svmbatch_ctx *ctx)
 {
 	static char mem[4096];
-	struct svmbatch_buffer b = { mem, sizeof(mem), SVMBATCH_ACCESS_READ_WRITE };
+	struct svmbatch_buffer b = {mem, sizeof(mem), SVMBATCH_ACCESS_READ_WRITE};
 	svmbatch_reg *reg;
 	int ret = svmbatch_register(ctx, &b, 1, &reg, NULL);
 
@@ -30,7 +30,7 @@ static int deprecated_names_link(svmbatch_ctx *ctx)
 int main(void)
 {
 	static char mem[2 * 4096];
-	struct svmbatch_buffer b = { mem, sizeof(mem), SVMBATCH_ACCESS_READ_WRITE };
+	struct svmbatch_buffer b = {mem, sizeof(mem), SVMBATCH_ACCESS_READ_WRITE};
 	struct svmbatch_reg_info info;
 	svmbatch_ctx *ctx;
 	svmbatch_reg *reg;

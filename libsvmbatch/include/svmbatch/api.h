@@ -3,7 +3,7 @@
 #define SVMBATCH_API_H
 
 /* The library is built with hidden visibility; this marks its interface. */
-#define SVMBATCH_API __attribute__((visibility("default")))
+#define SVMBATCH_API		 __attribute__((visibility("default")))
 /* An old name kept for compatibility; msg names the new one. */
 #define SVMBATCH_DEPRECATED(msg) __attribute__((deprecated(msg)))
 

@@ -30,11 +30,11 @@ SVMBATCH_API const char *mode_name(Mode mode) noexcept;
 /// default limits, so that both modes accept and refuse the same input.
 struct Info {
 	Mode mode = Mode::Userspace;
-	std::string reason;		///< why this mode was chosen
-	std::uint32_t abi_version = 0;	///< 0 in userspace mode
+	std::string reason; ///< why this mode was chosen
+	std::uint32_t abi_version = 0; ///< 0 in userspace mode
 	std::size_t page_size = 0;
-	std::uint64_t features = 0;	///< SVMBATCH_FEATURE_* bits
-	std::uint32_t max_ranges = 0;	///< kernel ranges per registration
+	std::uint64_t features = 0; ///< SVMBATCH_FEATURE_* bits
+	std::uint32_t max_ranges = 0; ///< kernel ranges per registration
 	std::uint32_t max_registrations = 0;
 	std::uint64_t max_range_bytes = 0;
 };
@@ -50,8 +50,7 @@ class SVMBATCH_API Context {
 public:
 	static constexpr const char *default_device = "/dev/svmbatch";
 
-	explicit Context(Mode mode = Mode::Auto,
-			 const std::string &device = default_device);
+	explicit Context(Mode mode = Mode::Auto, const std::string &device = default_device);
 	~Context();
 	Context(Context &&) noexcept;
 	Context &operator=(Context &&) noexcept;
@@ -66,7 +65,7 @@ public:
 	Registration register_buffers(std::span<const Buffer> buffers);
 
 private:
-	std::shared_ptr<detail::Device> device_;	///< null in userspace mode
+	std::shared_ptr<detail::Device> device_; ///< null in userspace mode
 	Info info_;
 };
 

@@ -12,17 +12,17 @@ namespace svmbatch {
 /// The step of an operation that failed, so a caller can tell a bad buffer
 /// from a missing module or an io_uring limit.
 enum class Step {
-	Open,		///< opening the device
-	Info,		///< GET_INFO or ABI check
-	Validate,	///< the library's own checks of the caller's buffers
-	Register,	///< the kernel REGISTER (kernel mode) or the VMA check (userspace mode)
-	Query,		///< the kernel QUERY
-	IoUringRegister,	///< registering io_uring fixed buffers
-	Export,		///< EXPORT_DMABUF
-	GpuOpen,	///< a GpuBackend loading its driver and finding its device
-	GpuMap,		///< a GpuBackend mapping the buffers
-	Diagnostics,	///< reading VmPin or the module's stats (diagnostics.hpp)
-	IoUringSubmit,	///< submitting to or reaping from the ring (Reader)
+	Open, ///< opening the device
+	Info, ///< GET_INFO or ABI check
+	Validate, ///< the library's own checks of the caller's buffers
+	Register, ///< the kernel REGISTER (kernel mode) or the VMA check (userspace mode)
+	Query, ///< the kernel QUERY
+	IoUringRegister, ///< registering io_uring fixed buffers
+	Export, ///< EXPORT_DMABUF
+	GpuOpen, ///< a GpuBackend loading its driver and finding its device
+	GpuMap, ///< a GpuBackend mapping the buffers
+	Diagnostics, ///< reading VmPin or the module's stats (diagnostics.hpp)
+	IoUringSubmit, ///< submitting to or reaping from the ring (Reader)
 };
 
 /// Name of a step, for messages ("register", "io_uring-register", ...).
@@ -36,8 +36,8 @@ class SVMBATCH_API Error : public std::system_error {
 public:
 	static constexpr std::size_t no_index = static_cast<std::size_t>(-1);
 
-	Error(int err, Step step, const std::string &what,
-	      std::size_t buffer_index = no_index, long driver_status = 0);
+	Error(int err, Step step, const std::string &what, std::size_t buffer_index = no_index,
+	      long driver_status = 0);
 
 	int err() const noexcept { return code().value(); }
 	Step step() const noexcept { return step_; }

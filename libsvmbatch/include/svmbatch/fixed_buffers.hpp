@@ -35,8 +35,8 @@ struct FixedOptions {
 /// larger than 1 GiB (rare) spans several; READ_FIXED/WRITE_FIXED I/O must
 /// stay within one slice.
 struct FixedSlice {
-	unsigned index = 0;	///< buf_index for io_uring_prep_read_fixed
-	void *addr = nullptr;	///< where the slice starts (inside the caller buffer)
+	unsigned index = 0; ///< buf_index for io_uring_prep_read_fixed
+	void *addr = nullptr; ///< where the slice starts (inside the caller buffer)
 	std::size_t len = 0;
 };
 
@@ -75,7 +75,7 @@ private:
 	unsigned first_slot_ = 0;
 	unsigned nr_slots_ = 0;
 	std::vector<FixedSlice> slices_;
-	std::vector<std::size_t> first_slice_{0};	///< per buffer, plus end
+	std::vector<std::size_t> first_slice_{0}; ///< per buffer, plus end
 };
 
 } // namespace svmbatch

@@ -51,27 +51,27 @@ struct svmbatch_buffer {
 };
 
 struct svmbatch_ctx_info {
-	enum svmbatch_mode mode;	/* KERNEL or USERSPACE, never AUTO */
-	uint32_t abi_version;		/* 0 in userspace mode */
+	enum svmbatch_mode mode; /* KERNEL or USERSPACE, never AUTO */
+	uint32_t abi_version; /* 0 in userspace mode */
 	uint32_t max_ranges;
 	uint32_t max_registrations;
 	uint64_t page_size;
-	uint64_t features;		/* SVMBATCH_FEATURE_* of <linux/svmbatch.h> */
+	uint64_t features; /* SVMBATCH_FEATURE_* of <linux/svmbatch.h> */
 	uint64_t max_range_bytes;
 };
 
 struct svmbatch_reg_info {
-	uint32_t handle;		/* 0 in userspace mode */
+	uint32_t handle; /* 0 in userspace mode */
 	size_t nr_buffers;
-	size_t nr_ranges;		/* after merging */
+	size_t nr_ranges; /* after merging */
 	uint64_t pages;
-	uint64_t pinned_pages;		/* 0 in userspace mode */
+	uint64_t pinned_pages; /* 0 in userspace mode */
 };
 
 struct svmbatch_fixed_options {
-	int use_window;			/* 0: register the ring's whole table */
+	int use_window; /* 0: register the ring's whole table */
 	unsigned int window_first;
-	unsigned int window_size;	/* 0: up to the end of the table */
+	unsigned int window_size; /* 0: up to the end of the table */
 };
 
 struct svmbatch_fixed_slice {
@@ -81,27 +81,23 @@ struct svmbatch_fixed_slice {
 };
 
 /* Contexts: device is NULL for /dev/svmbatch. */
-SVMBATCH_API int svmbatch_ctx_open(enum svmbatch_mode mode, const char *device,
-		      svmbatch_ctx **ctx);
+SVMBATCH_API int svmbatch_ctx_open(enum svmbatch_mode mode, const char *device, svmbatch_ctx **ctx);
 SVMBATCH_API void svmbatch_ctx_close(svmbatch_ctx *ctx);
-SVMBATCH_API int svmbatch_ctx_get_info(const svmbatch_ctx *ctx,
-			  struct svmbatch_ctx_info *info);
+SVMBATCH_API int svmbatch_ctx_get_info(const svmbatch_ctx *ctx, struct svmbatch_ctx_info *info);
 
 /* Registrations: all buffers or none. */
 SVMBATCH_API int svmbatch_reg_create(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
-			size_t nr_buffers, svmbatch_reg **reg,
-			size_t *failed_index);
+				     size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index);
 SVMBATCH_API void svmbatch_reg_destroy(svmbatch_reg *reg);
-SVMBATCH_API int svmbatch_reg_get_info(const svmbatch_reg *reg,
-			  struct svmbatch_reg_info *info);
+SVMBATCH_API int svmbatch_reg_get_info(const svmbatch_reg *reg, struct svmbatch_reg_info *info);
 
 /* io_uring fixed buffers; options may be NULL.  Destroy before the ring. */
 SVMBATCH_API int svmbatch_fixed_create(const svmbatch_reg *reg, struct io_uring *ring,
-			  const struct svmbatch_fixed_options *options,
-			  svmbatch_fixed **fixed);
+				       const struct svmbatch_fixed_options *options,
+				       svmbatch_fixed **fixed);
 /* The first slice of caller buffer @buffer; -ERANGE past the end. */
 SVMBATCH_API int svmbatch_fixed_get(const svmbatch_fixed *fixed, size_t buffer,
-		       struct svmbatch_fixed_slice *slice);
+				    struct svmbatch_fixed_slice *slice);
 SVMBATCH_API void svmbatch_fixed_destroy(svmbatch_fixed *fixed);
 
 /*
@@ -109,6 +105,8 @@ SVMBATCH_API void svmbatch_fixed_destroy(svmbatch_fixed *fixed);
  * svmbatch_<object>_<verb>: the same functions, still exported (the soname
  * stays libsvmbatch.so.1).  New code uses the names above.
  */
+/* clang-format 14 does not settle on one layout for these. */
+/* clang-format off */
 SVMBATCH_API SVMBATCH_DEPRECATED("use svmbatch_reg_create")
 int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
 		      size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index);
@@ -120,6 +118,7 @@ int svmbatch_register_fixed(const svmbatch_reg *reg, struct io_uring *ring,
 			    svmbatch_fixed **fixed);
 SVMBATCH_API SVMBATCH_DEPRECATED("use svmbatch_fixed_destroy")
 void svmbatch_unregister_fixed(svmbatch_fixed *fixed);
+/* clang-format on */
 
 /* The message of this thread's latest int-returning call; "" on success. */
 SVMBATCH_API const char *svmbatch_last_error(void);

@@ -110,8 +110,7 @@ svmbatch::Mode to_mode(svmbatch_mode m)
 
 extern "C" {
 
-int svmbatch_ctx_open(enum svmbatch_mode mode, const char *device,
-		      svmbatch_ctx **ctx)
+int svmbatch_ctx_open(enum svmbatch_mode mode, const char *device, svmbatch_ctx **ctx)
 {
 	if (!ctx)
 		return invalid("svmbatch_ctx_open: ctx is NULL");
@@ -125,15 +124,16 @@ int svmbatch_ctx_open(enum svmbatch_mode mode, const char *device,
 		return invalid("svmbatch_ctx_open: unknown mode");
 	}
 	return guarded(nullptr, [&] {
-		auto c = std::make_unique<svmbatch_ctx>(svmbatch_ctx{svmbatch::Context(
-			to_mode(mode), device ? device : svmbatch::Context::default_device)});
-		*ctx = c.release();	/* owned by the caller until svmbatch_ctx_close */
+		auto c = std::make_unique<svmbatch_ctx>(svmbatch_ctx{
+			svmbatch::Context(to_mode(mode),
+					  device ? device : svmbatch::Context::default_device)});
+		*ctx = c.release(); /* owned by the caller until svmbatch_ctx_close */
 	});
 }
 
 void svmbatch_ctx_close(svmbatch_ctx *ctx)
 {
-	delete ctx;	// NOLINT(cppcoreguidelines-owning-memory): C ownership
+	delete ctx; // NOLINT(cppcoreguidelines-owning-memory): C ownership
 }
 
 int svmbatch_ctx_get_info(const svmbatch_ctx *ctx, struct svmbatch_ctx_info *info)
@@ -144,8 +144,8 @@ int svmbatch_ctx_get_info(const svmbatch_ctx *ctx, struct svmbatch_ctx_info *inf
 
 	last_error.clear();
 	*info = {};
-	info->mode = i.mode == svmbatch::Mode::Kernel ? SVMBATCH_MODE_KERNEL
-						      : SVMBATCH_MODE_USERSPACE;
+	info->mode = i.mode == svmbatch::Mode::Kernel ? SVMBATCH_MODE_KERNEL :
+							SVMBATCH_MODE_USERSPACE;
 	info->abi_version = i.abi_version;
 	info->max_ranges = i.max_ranges;
 	info->max_registrations = i.max_registrations;
@@ -155,8 +155,8 @@ int svmbatch_ctx_get_info(const svmbatch_ctx *ctx, struct svmbatch_ctx_info *inf
 	return 0;
 }
 
-int svmbatch_reg_create(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
-			size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index)
+int svmbatch_reg_create(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers, size_t nr_buffers,
+			svmbatch_reg **reg, size_t *failed_index)
 {
 	if (failed_index)
 		*failed_index = SVMBATCH_LIB_NO_INDEX;
@@ -180,18 +180,17 @@ int svmbatch_reg_create(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers
 
 		for (size_t i = 0; i < nr_buffers; i++)
 			b[i] = {buffers[i].ptr, buffers[i].len,
-				buffers[i].access == SVMBATCH_ACCESS_READ_ONLY
-					? svmbatch::Access::ReadOnly
-					: svmbatch::Access::ReadWrite};
-		auto r = std::make_unique<svmbatch_reg>(
-			svmbatch_reg{ctx->ctx.register_buffers(b)});
-		*reg = r.release();	/* owned by the caller until svmbatch_reg_destroy */
+				buffers[i].access == SVMBATCH_ACCESS_READ_ONLY ?
+					svmbatch::Access::ReadOnly :
+					svmbatch::Access::ReadWrite};
+		auto r = std::make_unique<svmbatch_reg>(svmbatch_reg{ctx->ctx.register_buffers(b)});
+		*reg = r.release(); /* owned by the caller until svmbatch_reg_destroy */
 	});
 }
 
 void svmbatch_reg_destroy(svmbatch_reg *reg)
 {
-	delete reg;	// NOLINT(cppcoreguidelines-owning-memory): C ownership
+	delete reg; // NOLINT(cppcoreguidelines-owning-memory): C ownership
 }
 
 int svmbatch_reg_get_info(const svmbatch_reg *reg, struct svmbatch_reg_info *info)
@@ -209,8 +208,7 @@ int svmbatch_reg_get_info(const svmbatch_reg *reg, struct svmbatch_reg_info *inf
 }
 
 int svmbatch_fixed_create(const svmbatch_reg *reg, struct io_uring *ring,
-			  const struct svmbatch_fixed_options *options,
-			  svmbatch_fixed **fixed)
+			  const struct svmbatch_fixed_options *options, svmbatch_fixed **fixed)
 {
 	if (!reg || !ring || !fixed)
 		return invalid("svmbatch_fixed_create: NULL argument");
@@ -224,7 +222,7 @@ int svmbatch_fixed_create(const svmbatch_reg *reg, struct io_uring *ring,
 		}
 		auto f = std::make_unique<svmbatch_fixed>(
 			svmbatch_fixed{reg->reg.register_fixed(*ring, opt)});
-		*fixed = f.release();	/* owned by the caller */
+		*fixed = f.release(); /* owned by the caller */
 	});
 }
 
@@ -245,7 +243,7 @@ int svmbatch_fixed_get(const svmbatch_fixed *fixed, size_t buffer,
 
 void svmbatch_fixed_destroy(svmbatch_fixed *fixed)
 {
-	delete fixed;	// NOLINT(cppcoreguidelines-owning-memory): C ownership
+	delete fixed; // NOLINT(cppcoreguidelines-owning-memory): C ownership
 }
 
 const char *svmbatch_last_error(void)
@@ -254,8 +252,8 @@ const char *svmbatch_last_error(void)
 }
 
 /* The deprecated names: the same functions under the names of 0.1. */
-int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
-		      size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index)
+int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers, size_t nr_buffers,
+		      svmbatch_reg **reg, size_t *failed_index)
 {
 	return svmbatch_reg_create(ctx, buffers, nr_buffers, reg, failed_index);
 }
@@ -266,8 +264,7 @@ void svmbatch_unregister(svmbatch_reg *reg)
 }
 
 int svmbatch_register_fixed(const svmbatch_reg *reg, struct io_uring *ring,
-			    const struct svmbatch_fixed_options *options,
-			    svmbatch_fixed **fixed)
+			    const struct svmbatch_fixed_options *options, svmbatch_fixed **fixed)
 {
 	return svmbatch_fixed_create(reg, ring, options, fixed);
 }

@@ -22,8 +22,7 @@ int ioctl_errno(int fd, unsigned long cmd, void *arg)
 
 } // namespace
 
-Device::Device(const std::string &path)
-	: fd_(::open(path.c_str(), O_RDWR | O_CLOEXEC))
+Device::Device(const std::string &path) : fd_(::open(path.c_str(), O_RDWR | O_CLOEXEC))
 {
 	if (!fd_.valid())
 		open_errno_ = errno;
@@ -36,9 +35,8 @@ int Device::get_info(svmbatch_info &info) const
 	return ioctl_errno(fd_.get(), SVMBATCH_GET_INFO, &info);
 }
 
-int Device::register_ranges(std::span<const svmbatch_range> ranges,
-			    std::uint32_t &handle, std::uint64_t &nr_pages,
-			    std::uint32_t &error_index) const
+int Device::register_ranges(std::span<const svmbatch_range> ranges, std::uint32_t &handle,
+			    std::uint64_t &nr_pages, std::uint32_t &error_index) const
 {
 	svmbatch_register cmd{};
 	int ret;

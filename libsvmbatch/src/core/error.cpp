@@ -45,12 +45,10 @@ std::string describe(Step step, const std::string &what, std::size_t index)
 
 } // namespace
 
-Error::Error(int err, Step step, const std::string &what,
-	     std::size_t buffer_index, long driver_status)
-	: std::system_error(err, std::generic_category(),
-			    describe(step, what, buffer_index)),
+Error::Error(int err, Step step, const std::string &what, std::size_t buffer_index,
+	     long driver_status)
+	: std::system_error(err, std::generic_category(), describe(step, what, buffer_index)),
 	  step_(step), buffer_index_(buffer_index), driver_status_(driver_status)
-{
-}
+{}
 
 } // namespace svmbatch

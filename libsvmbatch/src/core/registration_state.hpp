@@ -17,10 +17,10 @@ class Device;
 
 struct RegistrationState {
 	Mode mode = Mode::Userspace;
-	std::shared_ptr<Device> device;	///< null in userspace mode
-	std::uint32_t handle = 0;	///< 0: nothing to unregister
+	std::shared_ptr<Device> device; ///< null in userspace mode
+	std::uint32_t handle = 0; ///< 0: nothing to unregister
 	std::size_t page_size = 0;
-	std::vector<Buffer> buffers;	///< the caller's, in the caller's order
+	std::vector<Buffer> buffers; ///< the caller's, in the caller's order
 	RangePlan plan;
 	std::uint64_t pages = 0;
 	std::uint64_t pinned_pages = 0;

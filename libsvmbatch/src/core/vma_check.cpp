@@ -16,7 +16,7 @@
 #include <vector>
 
 #ifndef MADV_POPULATE_READ
-#define MADV_POPULATE_READ 22
+#define MADV_POPULATE_READ  22
 #define MADV_POPULATE_WRITE 23
 #endif
 
@@ -50,8 +50,7 @@ bool shared_file_needs_dirty_tracking(unsigned dev_major, unsigned long inode,
 		return true;
 	if (path.ends_with(" (deleted)") || ::statfs(path.c_str(), &fs))
 		return false;
-	return fs.f_type != TMPFS_MAGIC && fs.f_type != HUGETLBFS_MAGIC &&
-	       fs.f_type != RAMFS_MAGIC;
+	return fs.f_type != TMPFS_MAGIC && fs.f_type != HUGETLBFS_MAGIC && fs.f_type != RAMFS_MAGIC;
 }
 
 std::vector<Vma> read_maps()
@@ -68,18 +67,16 @@ std::vector<Vma> read_maps()
 		unsigned long inode;
 		int path_at = 0;
 
-		if (std::sscanf(line.c_str(),
-				"%" SCNxPTR "-%" SCNxPTR " %4s %llx %x:%x %lu %n",
-				&start, &end, perms, &offset, &dev_major,
-				&dev_minor, &inode, &path_at) < 7)
+		if (std::sscanf(line.c_str(), "%" SCNxPTR "-%" SCNxPTR " %4s %llx %x:%x %lu %n",
+				&start, &end, perms, &offset, &dev_major, &dev_minor, &inode,
+				&path_at) < 7)
 			continue;
 		bool shared_write = perms[1] == 'w' && perms[3] == 's';
 		std::string path = path_at > 0 ? line.substr(path_at) : "";
 
-		vmas.push_back({start, end, perms[0] == 'r', perms[1] == 'w',
-				shared_write &&
-					shared_file_needs_dirty_tracking(
-						dev_major, inode, path)});
+		vmas.push_back(
+			{start, end, perms[0] == 'r', perms[1] == 'w',
+			 shared_write && shared_file_needs_dirty_tracking(dev_major, inode, path)});
 	}
 	return vmas;
 }
@@ -90,9 +87,8 @@ VmaFault check_vmas(std::span<const KernelRange> ranges)
 {
 	std::vector<Vma> vmas = read_maps();
 	auto first_vma = [&vmas](std::uintptr_t addr) {
-		return std::upper_bound(
-			vmas.begin(), vmas.end(), addr,
-			[](std::uintptr_t a, const Vma &v) { return a < v.end; });
+		return std::upper_bound(vmas.begin(), vmas.end(), addr,
+					[](std::uintptr_t a, const Vma &v) { return a < v.end; });
 	};
 
 	/* The module's order: the VMA check of every range, then GUP. */
@@ -101,8 +97,7 @@ VmaFault check_vmas(std::span<const KernelRange> ranges)
 
 		if (r.access != Access::ReadWrite)
 			continue;
-		for (auto v = first_vma(r.addr);
-		     v != vmas.end() && v->start < r.addr + r.len; ++v)
+		for (auto v = first_vma(r.addr); v != vmas.end() && v->start < r.addr + r.len; ++v)
 			if (v->needs_dirty_tracking)
 				return {EOPNOTSUPP, i, std::max(r.addr, v->start)};
 	}
@@ -113,7 +108,7 @@ VmaFault check_vmas(std::span<const KernelRange> ranges)
 
 		for (auto v = first_vma(addr); addr < end; ++v) {
 			if (v == vmas.end() || v->start > addr)
-				return {EFAULT, i, addr};	/* a hole */
+				return {EFAULT, i, addr}; /* a hole */
 			if (!v->read || (write && !v->write))
 				return {EFAULT, i, addr};
 			addr = v->end;
@@ -126,13 +121,14 @@ VmaFault prefault(std::span<const KernelRange> ranges)
 {
 	for (std::size_t i = 0; i < ranges.size(); i++) {
 		const KernelRange &r = ranges[i];
-		int advice = r.access == Access::ReadWrite ? MADV_POPULATE_WRITE
-							    : MADV_POPULATE_READ;
+		int advice = r.access == Access::ReadWrite ? MADV_POPULATE_WRITE :
+							     MADV_POPULATE_READ;
 		int ret;
 
 		do {
 			/* The address is the caller's: no pointer to keep. */
-			ret = ::madvise(reinterpret_cast<void *>(r.addr), // NOLINT(performance-no-int-to-ptr)
+			ret = ::madvise(reinterpret_cast<void *>(
+						r.addr), // NOLINT(performance-no-int-to-ptr)
 					r.len, advice);
 		} while (ret && errno == EINTR);
 		/*
@@ -140,8 +136,7 @@ VmaFault prefault(std::span<const KernelRange> ranges)
 		 * EFAULT.
 		 */
 		if (ret)
-			return {errno == EINVAL ? EFAULT : errno,
-				i, r.addr};
+			return {errno == EINVAL ? EFAULT : errno, i, r.addr};
 	}
 	return {};
 }

@@ -12,9 +12,9 @@
 namespace svmbatch::detail {
 
 struct VmaFault {
-	int err = 0;			///< 0: every range is fine
-	std::size_t range = 0;		///< index into ranges
-	std::uintptr_t addr = 0;	///< first refused address
+	int err = 0; ///< 0: every range is fine
+	std::size_t range = 0; ///< index into ranges
+	std::uintptr_t addr = 0; ///< first refused address
 };
 
 /// EFAULT: a page is unmapped, PROT_NONE, or a writable range covers a

@@ -28,14 +28,11 @@ GpuMappingOwner::~GpuMappingOwner() = default;
 GpuBackend::~GpuBackend() = default;
 
 GpuMapping::GpuMapping(std::string backend, GpuAddressKind kind,
-		       std::vector<std::uint64_t> addresses,
-		       std::unique_ptr<GpuMappingOwner> owner,
+		       std::vector<std::uint64_t> addresses, std::unique_ptr<GpuMappingOwner> owner,
 		       std::uint32_t object_handle)
-	: backend_(std::move(backend)), kind_(kind),
-	  addresses_(std::move(addresses)), owner_(std::move(owner)),
-	  object_handle_(object_handle)
-{
-}
+	: backend_(std::move(backend)), kind_(kind), addresses_(std::move(addresses)),
+	  owner_(std::move(owner)), object_handle_(object_handle)
+{}
 
 GpuMapping::GpuMapping(GpuMapping &&) noexcept = default;
 GpuMapping &GpuMapping::operator=(GpuMapping &&) noexcept = default;
@@ -45,8 +42,8 @@ std::uint64_t GpuMapping::address(std::size_t buffer) const
 {
 	if (buffer >= addresses_.size())
 		throw std::out_of_range("svmbatch: GPU mapping has " +
-					std::to_string(addresses_.size()) +
-					" buffers, asked for " + std::to_string(buffer));
+					std::to_string(addresses_.size()) + " buffers, asked for " +
+					std::to_string(buffer));
 	return addresses_[buffer];
 }
 

@@ -12,10 +12,10 @@
 namespace svmbatch::detail {
 
 namespace cu {
-using Result = int;		// CUresult
-using Device = int;		// CUdevice
+using Result = int; // CUresult
+using Device = int; // CUdevice
 using Context = struct CUctx_st *;
-using DevicePtr = unsigned long long;	// CUdeviceptr (64-bit)
+using DevicePtr = unsigned long long; // CUdeviceptr (64-bit)
 
 constexpr Result success = 0;
 constexpr Result error_invalid_value = 1;
@@ -66,8 +66,7 @@ struct LibCuda {
 	cu::Result (*mem_host_unregister)(void *p) = nullptr;
 	cu::Result (*mem_host_get_device_pointer)(cu::DevicePtr *dptr, void *p,
 						  unsigned flags) = nullptr;
-	cu::Result (*pointer_get_attribute)(void *data, int attribute,
-					    cu::DevicePtr ptr) = nullptr;
+	cu::Result (*pointer_get_attribute)(void *data, int attribute, cu::DevicePtr ptr) = nullptr;
 	cu::Result (*get_error_name)(cu::Result error, const char **str) = nullptr;
 
 	/// "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED (712)".

@@ -52,7 +52,7 @@ std::shared_ptr<const DrmNode> find_drm_node(const std::string &driver)
 			if (driver.empty() || node->driver == driver)
 				return node;
 		} catch (const Error &) {
-			continue;	// e.g. EACCES on a primary node: try the next
+			continue; // e.g. EACCES on a primary node: try the next
 		}
 	}
 	return nullptr;

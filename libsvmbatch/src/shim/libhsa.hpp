@@ -27,7 +27,7 @@ struct LibHsa {
 	~LibHsa();
 
 private:
-	DynamicLibrary lib_;	// first: destroyed last, after hsa_shut_down
+	DynamicLibrary lib_; // first: destroyed last, after hsa_shut_down
 
 public:
 	std::string library;

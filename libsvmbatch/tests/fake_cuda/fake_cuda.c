@@ -7,9 +7,16 @@
 
 #define EXPORT __attribute__((visibility("default")))
 
-enum { CU_OK = 0, CU_INVALID_VALUE = 1, CU_NOT_INITIALIZED = 3, CU_NO_DEVICE = 100,
-       CU_INVALID_DEVICE = 101, CU_INVALID_CONTEXT = 201,
-       CU_ALREADY_REGISTERED = 712, CU_NOT_REGISTERED = 713 };
+enum {
+	CU_OK = 0,
+	CU_INVALID_VALUE = 1,
+	CU_NOT_INITIALIZED = 3,
+	CU_NO_DEVICE = 100,
+	CU_INVALID_DEVICE = 101,
+	CU_INVALID_CONTEXT = 201,
+	CU_ALREADY_REGISTERED = 712,
+	CU_NOT_REGISTERED = 713
+};
 enum { MEM_HOST = 1, MEM_UNIFIED = 4 };
 enum { KIND_REGISTERED, KIND_HOST_ALLOC, KIND_MANAGED };
 enum { MAX_BLOCKS = 65536 };
@@ -52,11 +59,17 @@ EXPORT void fake_cuda_fail_register_after(int ok_calls, int result)
 static void add_block(void *p, size_t len, int kind)
 {
 	if (nr_blocks < MAX_BLOCKS)
-		blocks[nr_blocks++] = (struct block){ (uintptr_t)p, (uintptr_t)p + len, kind };
+		blocks[nr_blocks++] = (struct block){(uintptr_t)p, (uintptr_t)p + len, kind};
 }
 
-EXPORT void fake_cuda_add_host_alloc(void *p, size_t len) { add_block(p, len, KIND_HOST_ALLOC); }
-EXPORT void fake_cuda_add_managed(void *p, size_t len) { add_block(p, len, KIND_MANAGED); }
+EXPORT void fake_cuda_add_host_alloc(void *p, size_t len)
+{
+	add_block(p, len, KIND_HOST_ALLOC);
+}
+EXPORT void fake_cuda_add_managed(void *p, size_t len)
+{
+	add_block(p, len, KIND_MANAGED);
+}
 
 EXPORT int fake_cuda_registered(void)
 {
@@ -67,10 +80,22 @@ EXPORT int fake_cuda_registered(void)
 	return n;
 }
 
-EXPORT unsigned fake_cuda_last_register_flags(void) { return last_flags; }
-EXPORT int fake_cuda_context_depth(void) { return ctx_depth; }
-EXPORT int fake_cuda_primary_retained(void) { return retained; }
-EXPORT int fake_cuda_calls_without_context(void) { return no_ctx_calls; }
+EXPORT unsigned fake_cuda_last_register_flags(void)
+{
+	return last_flags;
+}
+EXPORT int fake_cuda_context_depth(void)
+{
+	return ctx_depth;
+}
+EXPORT int fake_cuda_primary_retained(void)
+{
+	return retained;
+}
+EXPORT int fake_cuda_calls_without_context(void)
+{
+	return no_ctx_calls;
+}
 
 static struct block *find(uintptr_t a)
 {
@@ -231,10 +256,10 @@ EXPORT int cuPointerGetAttribute(void *data, int attribute, unsigned long long p
 	if (!b)
 		return CU_INVALID_VALUE;
 	switch (attribute) {
-	case 2:		/* MEMORY_TYPE */
+	case 2: /* MEMORY_TYPE */
 		*(unsigned *)data = b->kind == KIND_MANAGED ? MEM_UNIFIED : MEM_HOST;
 		return CU_OK;
-	case 8:		/* IS_MANAGED */
+	case 8: /* IS_MANAGED */
 		*(int *)data = b->kind == KIND_MANAGED;
 		return CU_OK;
 	default:
@@ -245,12 +270,26 @@ EXPORT int cuPointerGetAttribute(void *data, int attribute, unsigned long long p
 EXPORT int cuGetErrorName(int error, const char **str)
 {
 	switch (error) {
-	case CU_OK: *str = "CUDA_SUCCESS"; return CU_OK;
-	case CU_INVALID_VALUE: *str = "CUDA_ERROR_INVALID_VALUE"; return CU_OK;
-	case 2: *str = "CUDA_ERROR_OUT_OF_MEMORY"; return CU_OK;
-	case CU_NO_DEVICE: *str = "CUDA_ERROR_NO_DEVICE"; return CU_OK;
-	case CU_ALREADY_REGISTERED: *str = "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED"; return CU_OK;
-	case CU_NOT_REGISTERED: *str = "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED"; return CU_OK;
-	default: *str = NULL; return CU_INVALID_VALUE;
+	case CU_OK:
+		*str = "CUDA_SUCCESS";
+		return CU_OK;
+	case CU_INVALID_VALUE:
+		*str = "CUDA_ERROR_INVALID_VALUE";
+		return CU_OK;
+	case 2:
+		*str = "CUDA_ERROR_OUT_OF_MEMORY";
+		return CU_OK;
+	case CU_NO_DEVICE:
+		*str = "CUDA_ERROR_NO_DEVICE";
+		return CU_OK;
+	case CU_ALREADY_REGISTERED:
+		*str = "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED";
+		return CU_OK;
+	case CU_NOT_REGISTERED:
+		*str = "CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED";
+		return CU_OK;
+	default:
+		*str = NULL;
+		return CU_INVALID_VALUE;
 	}
 }

@@ -19,9 +19,15 @@ static unsigned last_mask;
 static long last_pool_flags = -1;
 static void *locked[MAX];
 static int nr_locked;
-static struct { void *p; size_t len; } maps[64];
+static struct {
+	void *p;
+	size_t len;
+} maps[64];
 static int nr_maps;
-static struct { int segment; unsigned flags; } pools[MAX_POOLS];
+static struct {
+	int segment;
+	unsigned flags;
+} pools[MAX_POOLS];
 static int nr_pools;
 
 EXPORT void fake_hsa_set_pools(const int *segments, const unsigned *flags, int n)
@@ -35,8 +41,8 @@ EXPORT void fake_hsa_set_pools(const int *segments, const unsigned *flags, int n
 
 EXPORT void fake_hsa_reset(int gpus, int init_status)
 {
-	static const int seg[] = { HSA_AMD_SEGMENT_GLOBAL, HSA_AMD_SEGMENT_GLOBAL,
-				   HSA_AMD_SEGMENT_GLOBAL };
+	static const int seg[] = {HSA_AMD_SEGMENT_GLOBAL, HSA_AMD_SEGMENT_GLOBAL,
+				  HSA_AMD_SEGMENT_GLOBAL};
 	static const unsigned flags[] = {
 		HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED,
 		HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED |
@@ -63,13 +69,34 @@ EXPORT void fake_hsa_fail_lock_after(int ok_calls, int status)
 	fail_status = status;
 }
 
-EXPORT void fake_hsa_accept_interop(int accept) { accept_interop = accept; }
-EXPORT int fake_hsa_locked(void) { return nr_locked; }
-EXPORT int fake_hsa_interop_mapped(void) { return nr_maps; }
-EXPORT int fake_hsa_init_balance(void) { return init_balance; }
-EXPORT int fake_hsa_lock_agents(void) { return last_agents; }
-EXPORT unsigned fake_hsa_last_agent_mask(void) { return last_mask; }
-EXPORT long fake_hsa_last_pool_flags(void) { return last_pool_flags; }
+EXPORT void fake_hsa_accept_interop(int accept)
+{
+	accept_interop = accept;
+}
+EXPORT int fake_hsa_locked(void)
+{
+	return nr_locked;
+}
+EXPORT int fake_hsa_interop_mapped(void)
+{
+	return nr_maps;
+}
+EXPORT int fake_hsa_init_balance(void)
+{
+	return init_balance;
+}
+EXPORT int fake_hsa_lock_agents(void)
+{
+	return last_agents;
+}
+EXPORT unsigned fake_hsa_last_agent_mask(void)
+{
+	return last_mask;
+}
+EXPORT long fake_hsa_last_pool_flags(void)
+{
+	return last_pool_flags;
+}
 
 static int is_gpu(hsa_agent_t a)
 {
@@ -108,13 +135,26 @@ EXPORT hsa_status_t hsa_shut_down(void)
 EXPORT hsa_status_t hsa_status_string(hsa_status_t status, const char **s)
 {
 	switch ((int)status) {
-	case HSA_STATUS_SUCCESS: *s = "HSA_STATUS_SUCCESS"; break;
-	case HSA_STATUS_ERROR: *s = "HSA_STATUS_ERROR: fake"; break;
-	case HSA_STATUS_ERROR_OUT_OF_RESOURCES: *s = "HSA_STATUS_ERROR_OUT_OF_RESOURCES: fake"; break;
-	case HSA_STATUS_ERROR_INVALID_ARGUMENT: *s = "HSA_STATUS_ERROR_INVALID_ARGUMENT: fake"; break;
-	case HSA_STATUS_ERROR_INVALID_ALLOCATION: *s = "HSA_STATUS_ERROR_INVALID_ALLOCATION: fake"; break;
-	case HSA_STATUS_ERROR_INVALID_AGENT: *s = "HSA_STATUS_ERROR_INVALID_AGENT: fake"; break;
-	default: return HSA_STATUS_ERROR_INVALID_ARGUMENT;
+	case HSA_STATUS_SUCCESS:
+		*s = "HSA_STATUS_SUCCESS";
+		break;
+	case HSA_STATUS_ERROR:
+		*s = "HSA_STATUS_ERROR: fake";
+		break;
+	case HSA_STATUS_ERROR_OUT_OF_RESOURCES:
+		*s = "HSA_STATUS_ERROR_OUT_OF_RESOURCES: fake";
+		break;
+	case HSA_STATUS_ERROR_INVALID_ARGUMENT:
+		*s = "HSA_STATUS_ERROR_INVALID_ARGUMENT: fake";
+		break;
+	case HSA_STATUS_ERROR_INVALID_ALLOCATION:
+		*s = "HSA_STATUS_ERROR_INVALID_ALLOCATION: fake";
+		break;
+	case HSA_STATUS_ERROR_INVALID_AGENT:
+		*s = "HSA_STATUS_ERROR_INVALID_AGENT: fake";
+		break;
+	default:
+		return HSA_STATUS_ERROR_INVALID_ARGUMENT;
 	}
 	return HSA_STATUS_SUCCESS;
 }
@@ -123,10 +163,10 @@ EXPORT hsa_status_t hsa_iterate_agents(hsa_status_t (*cb)(hsa_agent_t, void *), 
 {
 	if (init_balance <= 0)
 		return HSA_STATUS_ERROR_NOT_INITIALIZED;
-	hsa_agent_t cpu = { CPU_HANDLE };
+	hsa_agent_t cpu = {CPU_HANDLE};
 	hsa_status_t s = cb(cpu, data);
 	for (int i = 0; i < nr_gpus && s == HSA_STATUS_SUCCESS; i++) {
-		hsa_agent_t gpu = { GPU_BASE + (uint64_t)i };
+		hsa_agent_t gpu = {GPU_BASE + (uint64_t)i};
 		s = cb(gpu, data);
 	}
 	return s;
@@ -142,7 +182,7 @@ EXPORT hsa_status_t hsa_agent_get_info(hsa_agent_t agent, hsa_agent_info_t attr,
 	case HSA_AGENT_INFO_DEVICE:
 		*(hsa_device_type_t *)value = gpu ? HSA_DEVICE_TYPE_GPU : HSA_DEVICE_TYPE_CPU;
 		return HSA_STATUS_SUCCESS;
-	case HSA_AGENT_INFO_NAME:	/* char[64] */
+	case HSA_AGENT_INFO_NAME: /* char[64] */
 		memset(value, 0, 64);
 		if (gpu)
 			snprintf((char *)value, 64, "gfx-fake%d", (int)(agent.handle - GPU_BASE));
@@ -154,15 +194,15 @@ EXPORT hsa_status_t hsa_agent_get_info(hsa_agent_t agent, hsa_agent_info_t attr,
 	}
 }
 
-EXPORT hsa_status_t hsa_amd_agent_iterate_memory_pools(hsa_agent_t agent,
-		hsa_status_t (*cb)(hsa_amd_memory_pool_t, void *), void *data)
+EXPORT hsa_status_t hsa_amd_agent_iterate_memory_pools(
+	hsa_agent_t agent, hsa_status_t (*cb)(hsa_amd_memory_pool_t, void *), void *data)
 {
 	hsa_status_t s = HSA_STATUS_SUCCESS;
 
 	if (agent.handle != CPU_HANDLE)
-		return HSA_STATUS_SUCCESS;	/* the GPUs' pools are not used */
+		return HSA_STATUS_SUCCESS; /* the GPUs' pools are not used */
 	for (int i = 0; i < nr_pools && s == HSA_STATUS_SUCCESS; i++) {
-		hsa_amd_memory_pool_t pool = { POOL_BASE + (uint64_t)i };
+		hsa_amd_memory_pool_t pool = {POOL_BASE + (uint64_t)i};
 		s = cb(pool, data);
 	}
 	return s;
@@ -176,7 +216,7 @@ static int pool_index(hsa_amd_memory_pool_t pool)
 }
 
 EXPORT hsa_status_t hsa_amd_memory_pool_get_info(hsa_amd_memory_pool_t pool,
-		hsa_amd_memory_pool_info_t attr, void *value)
+						 hsa_amd_memory_pool_info_t attr, void *value)
 {
 	int i = pool_index(pool);
 
@@ -188,8 +228,9 @@ EXPORT hsa_status_t hsa_amd_memory_pool_get_info(hsa_amd_memory_pool_t pool,
 		return HSA_STATUS_SUCCESS;
 	case HSA_AMD_MEMORY_POOL_INFO_GLOBAL_FLAGS:
 		/* "undefined" for other segments: make it look usable */
-		*(uint32_t *)value = pools[i].segment == HSA_AMD_SEGMENT_GLOBAL
-			? pools[i].flags : HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED;
+		*(uint32_t *)value = pools[i].segment == HSA_AMD_SEGMENT_GLOBAL ?
+					     pools[i].flags :
+					     HSA_AMD_MEMORY_POOL_GLOBAL_FLAG_FINE_GRAINED;
 		return HSA_STATUS_SUCCESS;
 	default:
 		return HSA_STATUS_ERROR_INVALID_ARGUMENT;
@@ -199,14 +240,16 @@ EXPORT hsa_status_t hsa_amd_memory_pool_get_info(hsa_amd_memory_pool_t pool,
 /* The checks the header documents: size 0, NULLs, agents vs num_agent,
  * flags, a pool that is not a CPU agent's global pool, a bad agent. */
 EXPORT hsa_status_t hsa_amd_memory_lock_to_pool(void *host, size_t size, hsa_agent_t *agents,
-		int num_agent, hsa_amd_memory_pool_t pool, uint32_t flags, void **agent_ptr)
+						int num_agent, hsa_amd_memory_pool_t pool,
+						uint32_t flags, void **agent_ptr)
 {
 	int p = pool_index(pool);
 	long mask;
 
 	if (init_balance <= 0)
 		return HSA_STATUS_ERROR_NOT_INITIALIZED;
-	if (!size || !host || !agent_ptr || flags || (agents && !num_agent) || (!agents && num_agent))
+	if (!size || !host || !agent_ptr || flags || (agents && !num_agent) ||
+	    (!agents && num_agent))
 		return HSA_STATUS_ERROR_INVALID_ARGUMENT;
 	if (p < 0 || pools[p].segment != HSA_AMD_SEGMENT_GLOBAL)
 		return (hsa_status_t)HSA_STATUS_ERROR_INVALID_MEMORY_POOL;
@@ -240,9 +283,9 @@ EXPORT hsa_status_t hsa_amd_memory_unlock(void *host)
 	return HSA_STATUS_ERROR_INVALID_ALLOCATION;
 }
 
-EXPORT hsa_status_t hsa_amd_interop_map_buffer(uint32_t num_agents, hsa_agent_t *agents,
-		int fd, uint32_t flags, size_t *size, void **ptr, size_t *metadata_size,
-		const void **metadata)
+EXPORT hsa_status_t hsa_amd_interop_map_buffer(uint32_t num_agents, hsa_agent_t *agents, int fd,
+					       uint32_t flags, size_t *size, void **ptr,
+					       size_t *metadata_size, const void **metadata)
 {
 	off_t len = lseek(fd, 0, SEEK_END);
 	long mask;

@@ -32,10 +32,10 @@ void fake_hsa_fail_lock_after(int ok_calls, int status);
 /* hsa_amd_interop_map_buffer: 0 refuses (HSA_STATUS_ERROR, as ROCR does
  * when KFD refuses the dma-buf), 1 maps. */
 void fake_hsa_accept_interop(int accept);
-int fake_hsa_locked(void);		/* ranges locked now */
-int fake_hsa_interop_mapped(void);	/* interop mappings now */
-int fake_hsa_init_balance(void);	/* hsa_init calls minus hsa_shut_down calls */
-int fake_hsa_lock_agents(void);		/* num_agent of the last lock */
+int fake_hsa_locked(void); /* ranges locked now */
+int fake_hsa_interop_mapped(void); /* interop mappings now */
+int fake_hsa_init_balance(void); /* hsa_init calls minus hsa_shut_down calls */
+int fake_hsa_lock_agents(void); /* num_agent of the last lock */
 /* The GPU agents (bit i: "gfx-fake<i>") of the last lock or interop map. */
 unsigned fake_hsa_last_agent_mask(void);
 /* The global flags of the pool the last lock used; -1 before any lock. */

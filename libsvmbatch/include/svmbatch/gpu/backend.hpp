@@ -18,8 +18,8 @@ class Registration;
 
 /// What GpuMapping::address() means for a backend.
 enum class GpuAddressKind {
-	DevicePointer,	///< a pointer kernels on the device dereference (CUDA, HSA, amdgpu VA)
-	ObjectOffset,	///< a byte offset in the imported object (DRM PRIME: GEM handle + offset)
+	DevicePointer, ///< a pointer kernels on the device dereference (CUDA, HSA, amdgpu VA)
+	ObjectOffset, ///< a byte offset in the imported object (DRM PRIME: GEM handle + offset)
 };
 
 /// What a backend undoes when a mapping ends (unregister, close a handle).
@@ -42,10 +42,8 @@ public:
 class SVMBATCH_API GpuMapping {
 public:
 	GpuMapping() = default;
-	GpuMapping(std::string backend, GpuAddressKind kind,
-		   std::vector<std::uint64_t> addresses,
-		   std::unique_ptr<GpuMappingOwner> owner,
-		   std::uint32_t object_handle = 0);
+	GpuMapping(std::string backend, GpuAddressKind kind, std::vector<std::uint64_t> addresses,
+		   std::unique_ptr<GpuMappingOwner> owner, std::uint32_t object_handle = 0);
 	GpuMapping(GpuMapping &&) noexcept;
 	GpuMapping &operator=(GpuMapping &&) noexcept;
 	GpuMapping(const GpuMapping &) = delete;

@@ -22,10 +22,10 @@ struct CudaOptions {
 
 /// What CUDA already knows about an address (cuPointerGetAttribute).
 enum class CudaMemory {
-	Unknown,	///< plain host memory: map() registers it
-	Host,		///< cuMemHostAlloc'd or already cuMemHostRegister'ed
-	Managed,	///< cuMemAllocManaged: the device uses the pointer as is
-	Device,		///< device memory: not host memory at all
+	Unknown, ///< plain host memory: map() registers it
+	Host, ///< cuMemHostAlloc'd or already cuMemHostRegister'ed
+	Managed, ///< cuMemAllocManaged: the device uses the pointer as is
+	Device, ///< device memory: not host memory at all
 };
 
 /// NVIDIA GPUs through the CUDA driver API, loaded at run time (dlopen of
