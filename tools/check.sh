@@ -85,6 +85,7 @@ fi
 tap_step shellcheck make --no-print-directory shellcheck
 tap_step uapi-header make --no-print-directory uapi-check
 tap_step checkpatch make --no-print-directory checkpatch
+tap_step format-check make --no-print-directory format-check
 tap_step kernel-doc make --no-print-directory kernel-doc
 # The debug kernel is built once per machine (cached); the first build
 # takes tens of minutes.
