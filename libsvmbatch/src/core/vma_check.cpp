@@ -127,9 +127,10 @@ VmaFault prefault(std::span<const KernelRange> ranges)
 
 		do {
 			/* The address is the caller's: no pointer to keep. */
-			ret = ::madvise(reinterpret_cast<void *>(
-						r.addr), // NOLINT(performance-no-int-to-ptr)
-					r.len, advice);
+			// NOLINTNEXTLINE(performance-no-int-to-ptr)
+			auto *addr = reinterpret_cast<void *>(r.addr);
+
+			ret = ::madvise(addr, r.len, advice);
 		} while (ret && errno == EINTR);
 		/*
 		 * EINVAL: VM_IO/VM_PFNMAP memory, which GUP refuses with
