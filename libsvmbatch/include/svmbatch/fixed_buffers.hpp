@@ -14,7 +14,8 @@ namespace svmbatch {
 
 namespace detail {
 struct RegistrationState;
-}
+class IoEngine;
+} // namespace detail
 
 /// io_uring limits every fixed buffer to 1 GiB and a table to 16384 slots.
 inline constexpr std::size_t io_uring_max_buffer_bytes = std::size_t{1} << 30;
@@ -66,6 +67,13 @@ public:
 
 private:
 	friend class Registration;
+	friend class detail::IoEngine;
+	FixedBuffers() = default;
+	/// The same slots in ring, which has no buffer table yet (a Reader's
+	/// or Writer's private ring): the table cloned from this object's ring
+	/// when clone is true and the kernel can (cloned says whether it did),
+	/// else the buffers registered again.  The result owns ring's table.
+	FixedBuffers mirror(::io_uring &ring, bool clone, bool &cloned) const;
 	/// Registration::register_fixed(): register s's buffers in ring.
 	FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 		     const FixedOptions &options);
@@ -76,6 +84,7 @@ private:
 	unsigned nr_slots_ = 0;
 	std::vector<FixedSlice> slices_;
 	std::vector<std::size_t> first_slice_{0}; ///< per buffer, plus end
+	std::vector<FixedSlice> slots_; ///< what each of our slots holds
 };
 
 } // namespace svmbatch

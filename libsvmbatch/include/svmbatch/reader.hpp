@@ -2,72 +2,69 @@
 #pragma once
 
 #include <cstddef>
-#include <cstdint>
+#include <memory>
 #include <span>
 #include <vector>
 
 #include <svmbatch/api.h>
 #include <svmbatch/fixed_buffers.hpp>
+#include <svmbatch/io.hpp>
 
 struct io_uring;
 
 namespace svmbatch {
 
-/// Read length bytes of fd at file_offset into caller buffer `buffer` of
-/// the FixedBuffers, at buffer_offset.
-struct ReadRequest {
-	int fd = -1;
-	std::uint64_t file_offset = 0;
-	std::size_t length = 0;
-	std::size_t buffer = 0;
-	std::size_t buffer_offset = 0;
-};
+namespace detail {
+class IoEngine;
+}
 
-/// How one request ended.  err is 0 when all length bytes arrived, else
-/// the errno of the read that failed, or ENODATA when the file ended first;
-/// bytes says how many arrived either way.
-struct ReadResult {
-	int err = 0;
-	std::size_t bytes = 0;
-};
+/// Read length bytes of fd at file_offset into caller buffer `buffer` at
+/// buffer_offset.
+using ReadRequest = IoRequest;
+using ReadResult = IoResult;
+using ReaderOptions = IoOptions;
 
-struct ReaderOptions {
-	/// Reads in flight at most (also capped by the ring's SQ size).
-	unsigned queue_depth = 32;
-	/// Largest single read; longer requests are read in pieces.
-	std::size_t max_read_bytes = std::size_t{1} << 20;
-	/// For fds opened with O_DIRECT: memory address, file offset and
-	/// length of every request must be multiples of this (the device's
-	/// logical block size; 512 on most, 4096 on some).  Checked up front.
-	std::size_t direct_alignment = 512;
-};
-
-/// Services a queue of reads into registered buffers with READ_FIXED:
-/// bounded queue depth, short reads continued, and every request completes
-/// (success or errno) before read() returns, so no ring entry is ever left
-/// referring to a request.  Invalid requests (buffer index or range
-/// outside the buffer, O_DIRECT misalignment) are refused before anything
-/// is submitted with Error(EINVAL, Step::Validate): what() names the
-/// request by its index, buffer_index() is the request's buffer (no_index
-/// when there is no such buffer).  A ring that refuses submissions fails
-/// the requests not yet queued (their ReadResult::err); only if the reads
-/// in flight cannot be reaped either does read() throw (Step::IoUringSubmit).
-/// Not thread-safe; the ring must not be used by anyone else during read().
+/// Services reads into registered buffers with READ_FIXED, on as many cores
+/// as IoOptions::threads says (see Parallelism): bounded queue depth per
+/// ring, requests cut in pieces of at most max_io_bytes, short reads
+/// continued, and every request completes (success or errno) before its
+/// batch does, so no ring entry is ever left referring to a request.
+/// Invalid requests (buffer index or range outside the buffer, O_DIRECT
+/// misalignment) are refused before anything is submitted with
+/// Error(EINVAL, Step::Validate): what() names the request by its index,
+/// buffer_index() is the request's buffer (no_index when there is no such
+/// buffer).  A ring that refuses submissions fails the pieces not yet
+/// queued (their IoResult::err); only if the pieces in flight cannot be
+/// reaped either does the batch throw (Step::IoUringSubmit) from wait().
+/// One batch at a time (start() during one: Error(EBUSY)); the caller's
+/// ring must not be used by anyone else while a batch runs.  The Reader
+/// must be destroyed before the FixedBuffers and the ring; its destructor
+/// cancels and waits for a batch still in flight.
 class SVMBATCH_API Reader {
 public:
 	Reader(::io_uring &ring, const FixedBuffers &fixed, const ReaderOptions &options = {});
+	Reader(Reader &&) noexcept;
+	Reader &operator=(Reader &&) noexcept;
+	Reader(const Reader &) = delete;
+	Reader &operator=(const Reader &) = delete;
+	~Reader();
 
-	/// One result per request, in request order.
+	/// Validate every request, then start reading them in the background.
+	IoBatch start(std::span<const ReadRequest> requests);
+	/// start(requests).wait(): one result per request, in request order.
 	std::vector<ReadResult> read(std::span<const ReadRequest> requests);
 
-	/// Reads submitted by the last read() (pieces and continuations).
-	std::size_t submitted() const noexcept { return submitted_; }
+	/// Reads submitted by the last batch that completed (pieces and
+	/// continuations).
+	std::size_t submitted() const noexcept;
+	/// Threads (or io-wq workers) this Reader copies with.
+	unsigned threads() const noexcept;
+	/// The parallelism in use (never Auto).
+	Parallelism parallelism() const noexcept;
+	BufferSharing buffer_sharing() const noexcept;
 
 private:
-	::io_uring &ring_;
-	const FixedBuffers &fixed_;
-	ReaderOptions options_;
-	std::size_t submitted_ = 0;
+	std::unique_ptr<detail::IoEngine> engine_;
 };
 
 } // namespace svmbatch

@@ -23,5 +23,7 @@
 #if SVMBATCH_HAS_HSA
 #include <svmbatch/gpu/hsa_backend.hpp>
 #endif
+#include <svmbatch/io.hpp>
 #include <svmbatch/reader.hpp>
 #include <svmbatch/registration.hpp>
+#include <svmbatch/writer.hpp>

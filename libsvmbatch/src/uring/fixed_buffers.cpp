@@ -7,7 +7,9 @@
 #include <svmbatch/registration.hpp>
 
 #include <liburing.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -109,6 +111,27 @@ void register_table(::io_uring &ring, const std::vector<::iovec> &iov)
 					     ""));
 }
 
+/*
+ * IORING_REGISTER_CLONE_BUFFERS (6.12+; liburing 2.3 has no helper): dst
+ * gets src's whole buffer table, the same pinned pages, accounted once.
+ * The 6.13 fields after flags (offsets, count) stay 0: everything.
+ */
+constexpr unsigned register_clone_buffers = 30;
+
+struct CloneBuffers {
+	__u32 src_fd;
+	__u32 flags;
+	__u32 pad[6];
+};
+
+int clone_table(::io_uring &dst, const ::io_uring &src)
+{
+	CloneBuffers arg{static_cast<__u32>(src.ring_fd), 0, {}};
+	long ret = ::syscall(__NR_io_uring_register, dst.ring_fd, register_clone_buffers, &arg, 1);
+
+	return ret < 0 ? -errno : 0;
+}
+
 /* The pieces into slots [first, first + n) of the ring's sparse table. */
 void update_window(::io_uring &ring, unsigned first, const std::vector<::iovec> &iov,
 		   const detail::RangePlan &plan)
@@ -178,6 +201,8 @@ FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 				    std::to_string(room));
 
 	std::vector<::iovec> iov = iovecs_of(plan);
+	for (std::size_t p = 0; p < n; p++)
+		slots_.push_back({first + static_cast<unsigned>(p), iov[p].iov_base, iov[p].iov_len});
 	first_slot_ = first;
 	nr_slots_ = static_cast<unsigned>(n);
 	window_ = window;
@@ -192,7 +217,8 @@ FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 FixedBuffers::FixedBuffers(FixedBuffers &&other) noexcept
 	: ring_(std::exchange(other.ring_, nullptr)), window_(other.window_),
 	  first_slot_(other.first_slot_), nr_slots_(other.nr_slots_),
-	  slices_(std::move(other.slices_)), first_slice_(std::exchange(other.first_slice_, {0}))
+	  slices_(std::move(other.slices_)), first_slice_(std::exchange(other.first_slice_, {0})),
+	  slots_(std::move(other.slots_))
 {}
 
 FixedBuffers &FixedBuffers::operator=(FixedBuffers &&other) noexcept
@@ -205,6 +231,7 @@ FixedBuffers &FixedBuffers::operator=(FixedBuffers &&other) noexcept
 		nr_slots_ = other.nr_slots_;
 		slices_ = std::move(other.slices_);
 		first_slice_ = std::exchange(other.first_slice_, {0});
+		slots_ = std::move(other.slots_);
 	}
 	return *this;
 }
@@ -225,6 +252,39 @@ void FixedBuffers::reset() noexcept
 	ring_ = nullptr;
 	slices_.clear();
 	first_slice_.assign(1, 0);
+	slots_.clear();
+}
+
+FixedBuffers FixedBuffers::mirror(::io_uring &ring, bool clone, bool &cloned) const
+{
+	FixedBuffers m;
+
+	m.first_slot_ = first_slot_;
+	m.nr_slots_ = nr_slots_;
+	m.slices_ = slices_;
+	m.first_slice_ = first_slice_;
+	m.slots_ = slots_;
+	cloned = clone && ring_ && clone_table(ring, *ring_) == 0;
+	if (!cloned) {
+		std::vector<::iovec> iov;
+		for (const FixedSlice &s : slots_)
+			iov.push_back({s.addr, s.len});
+		/* Our slots where they are in the caller's ring: a sparse table. */
+		int ret = window_ ? io_uring_register_buffers_sparse(&ring, first_slot_ + nr_slots_) :
+				    io_uring_register_buffers(&ring, iov.data(), nr_slots_);
+		if (ret == 0 && window_) {
+			ret = update_slots(ring, first_slot_, iov.data(), nr_slots_);
+			ret = ret == static_cast<int>(nr_slots_) ? 0 : ret < 0 ? ret : -ENOMEM;
+			if (ret)
+				(void)io_uring_unregister_buffers(&ring);
+		}
+		if (ret < 0)
+			throw Error(-ret, Step::IoUringRegister,
+				    "registering " + std::to_string(nr_slots_) +
+					    " fixed buffers again in a private ring");
+	}
+	m.ring_ = &ring;
+	return m;
 }
 
 std::span<const FixedSlice> FixedBuffers::slices(std::size_t buffer) const

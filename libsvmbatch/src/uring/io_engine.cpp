@@ -1,0 +1,201 @@
+// SPDX-License-Identifier: MIT
+// A Reader's or Writer's rings: how many threads, which parallelism (by
+// probing the kernel), the private rings and their fixed buffers.
+#include "uring/io_engine.hpp"
+
+#include <svmbatch/error.hpp>
+
+#include <liburing.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+
+#include "uring/io_plan.hpp"
+#include "uring/io_run.hpp"
+
+namespace svmbatch::detail {
+
+namespace {
+
+/* Beyond this, more threads only add rings and memory. */
+constexpr unsigned max_default_threads = 16;
+constexpr unsigned max_threads = 256;
+constexpr unsigned max_private_depth = 4096;
+
+unsigned default_threads()
+{
+	cpu_set_t set;
+	int n = 0;
+
+	if (::sched_getaffinity(0, sizeof(set), &set) == 0)
+		n = CPU_COUNT(&set);
+	if (n <= 0)
+		n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+	return std::min(static_cast<unsigned>(n), max_default_threads);
+}
+
+} // namespace
+
+/// A ring of the Reader/Writer's own, holding the caller's fixed buffers
+/// at the same slots.
+class PrivateRing {
+public:
+	explicit PrivateRing(unsigned entries)
+	{
+		int ret = io_uring_queue_init(entries, &ring_, 0);
+		if (ret < 0)
+			throw Error(-ret, Step::IoUringRegister,
+				    "io_uring_queue_init of a private ring (" +
+					    std::to_string(entries) + " entries)");
+	}
+	~PrivateRing()
+	{
+		fixed_.reset(); /* unregistered before the ring goes */
+		io_uring_queue_exit(&ring_);
+	}
+	PrivateRing(const PrivateRing &) = delete;
+	PrivateRing &operator=(const PrivateRing &) = delete;
+	PrivateRing(PrivateRing &&) = delete;
+	PrivateRing &operator=(PrivateRing &&) = delete;
+
+	::io_uring &ring() { return ring_; }
+	void hold(FixedBuffers fixed) { fixed_.emplace(std::move(fixed)); }
+
+private:
+	::io_uring ring_{};
+	std::optional<FixedBuffers> fixed_;
+};
+
+IoEngine::IoEngine(IoOp op, ::io_uring &ring, const FixedBuffers &fixed, const IoOptions &options,
+		   SyncMode sync)
+	: fixed_(fixed), options_(options),
+	  submitted_(std::make_shared<std::atomic<std::size_t>>(0))
+{
+	if (options_.max_io_bytes == 0 || options_.direct_alignment == 0)
+		throw Error(EINVAL, Step::Validate, "max_io_bytes and direct_alignment must be > 0");
+	if (!fixed)
+		throw Error(EINVAL, Step::Validate, "the FixedBuffers are not registered");
+	/* One transfer's length is 32 bits, and no fixed buffer is longer. */
+	options_.max_io_bytes = std::min(options_.max_io_bytes, io_uring_max_buffer_bytes);
+	threads_ = std::min(options_.threads ? options_.threads : default_threads(), max_threads);
+	const unsigned sq = ring.sq.ring_entries;
+	const unsigned depth = std::clamp(options_.queue_depth, 1u, sq);
+	setup_ = {op, false, sync, {{&ring, depth}}};
+	if (threads_ == 1)
+		return; /* the caller's ring on the calling thread */
+
+	Parallelism p = options_.parallelism;
+	if (p != Parallelism::AsyncWorkers) {
+		const unsigned private_depth = std::clamp(options_.queue_depth, 1u, max_private_depth);
+		const bool clone = options_.clone_buffers;
+		if (p == Parallelism::Auto) {
+			/* Probe with one ring: without the clone, no ring per thread. */
+			if (clone)
+				add_private_rings(fixed, 1, private_depth, true);
+			if (sharing_ == BufferSharing::Cloned) {
+				add_private_rings(fixed, threads_ - 2, private_depth, true);
+				p = Parallelism::RingPerThread;
+			} else {
+				private_.clear();
+				setup_.rings.resize(1);
+				sharing_ = BufferSharing::None;
+				p = Parallelism::AsyncWorkers;
+			}
+		} else {
+			add_private_rings(fixed, threads_ - 1, private_depth, clone);
+		}
+	}
+	if (p == Parallelism::AsyncWorkers) {
+		setup_.async = true;
+		setup_.rings[0].depth = std::clamp(std::max(options_.queue_depth, threads_), 1u, sq);
+		limit_io_workers(ring);
+	}
+	parallelism_ = p;
+}
+
+/*
+ * n more rings of depth entries, each holding the caller's fixed buffers:
+ * cloned where asked and possible, else registered again.
+ */
+void IoEngine::add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned depth,
+				 bool clone)
+{
+	for (unsigned i = 0; i < n; i++) {
+		auto pr = std::make_unique<PrivateRing>(depth);
+		bool cloned = false;
+		pr->hold(fixed.mirror(pr->ring(), clone, cloned));
+		sharing_ = cloned ? BufferSharing::Cloned : BufferSharing::Registered;
+		setup_.rings.push_back({&pr->ring(), depth});
+		private_.push_back(std::move(pr));
+	}
+}
+
+/*
+ * io-wq workers of the caller's ring at most threads_ (bounded: regular
+ * files; unbounded: sockets, pipes); the old limits come back on
+ * destruction.
+ */
+void IoEngine::limit_io_workers(::io_uring &ring)
+{
+	unsigned limits[2] = {threads_, threads_};
+
+	if (io_uring_register_iowq_max_workers(&ring, limits) == 0) {
+		limited_ = &ring;
+		old_limits_[0] = limits[0];
+		old_limits_[1] = limits[1];
+	}
+}
+
+IoEngine::~IoEngine()
+{
+	std::shared_ptr<IoRun> run;
+	{
+		std::lock_guard lock(mutex_);
+		run = std::move(active_);
+	}
+	if (run) {
+		run->cancel();
+		run->join();
+	}
+	private_.clear();
+	if (limited_)
+		(void)io_uring_register_iowq_max_workers(limited_, old_limits_);
+}
+
+std::shared_ptr<IoRun> IoEngine::begin(std::span<const IoRequest> requests)
+{
+	std::vector<Piece> pieces = plan_pieces(requests, fixed_, options_);
+	std::vector<int> fds(requests.size());
+
+	std::transform(requests.begin(), requests.end(), fds.begin(),
+		       [](const IoRequest &r) { return r.fd; });
+	std::lock_guard lock(mutex_);
+	if (active_ && !active_->done())
+		throw Error(EBUSY, Step::Validate, "a batch of this Reader/Writer is still in flight");
+	active_ = std::make_shared<IoRun>(setup_, std::move(pieces), std::move(fds), submitted_);
+	return active_;
+}
+
+IoBatch IoEngine::start(std::span<const IoRequest> requests)
+{
+	std::shared_ptr<IoRun> run = begin(requests);
+
+	run->spawn(0);
+	return IoRun::batch(std::move(run));
+}
+
+std::vector<IoResult> IoEngine::run(std::span<const IoRequest> requests)
+{
+	std::shared_ptr<IoRun> run = begin(requests);
+
+	run->spawn(1);
+	run->drive(0);
+	return run->wait();
+}
+
+} // namespace svmbatch::detail

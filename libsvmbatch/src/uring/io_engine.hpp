@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: MIT
+// What a Reader or a Writer is: its rings (the caller's, and private ones
+// that hold the same fixed buffers), how they run, and the batch in flight.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include <svmbatch/fixed_buffers.hpp>
+#include <svmbatch/io.hpp>
+#include <svmbatch/writer.hpp>
+
+struct io_uring;
+
+namespace svmbatch::detail {
+
+enum class IoOp { Read, Write };
+
+/// One ring a driver thread runs pieces on.
+struct RingSlot {
+	::io_uring *ring;
+	unsigned depth; ///< pieces in flight at most
+};
+
+/// What one batch needs of its engine, fixed while it runs.
+struct IoSetup {
+	IoOp op;
+	bool async; ///< IOSQE_ASYNC on every entry (AsyncWorkers)
+	SyncMode sync;
+	std::vector<RingSlot> rings; ///< [0] is the caller's
+};
+
+class PrivateRing;
+class IoRun;
+
+class IoEngine {
+public:
+	IoEngine(IoOp op, ::io_uring &ring, const FixedBuffers &fixed, const IoOptions &options,
+		 SyncMode sync);
+	~IoEngine();
+	IoEngine(const IoEngine &) = delete;
+	IoEngine &operator=(const IoEngine &) = delete;
+	IoEngine(IoEngine &&) = delete;
+	IoEngine &operator=(IoEngine &&) = delete;
+
+	IoBatch start(std::span<const IoRequest> requests);
+	std::vector<IoResult> run(std::span<const IoRequest> requests);
+
+	std::size_t submitted() const noexcept { return submitted_->load(); }
+	unsigned threads() const noexcept { return threads_; }
+	Parallelism parallelism() const noexcept { return parallelism_; }
+	BufferSharing buffer_sharing() const noexcept { return sharing_; }
+
+private:
+	std::shared_ptr<IoRun> begin(std::span<const IoRequest> requests);
+	void add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned depth, bool clone);
+	void limit_io_workers(::io_uring &ring);
+
+	const FixedBuffers &fixed_;
+	IoOptions options_;
+	unsigned threads_ = 1;
+	Parallelism parallelism_ = Parallelism::RingPerThread;
+	BufferSharing sharing_ = BufferSharing::None;
+	IoSetup setup_;
+	std::vector<std::unique_ptr<PrivateRing>> private_;
+	::io_uring *limited_ = nullptr; ///< the ring whose io-wq limits we set
+	unsigned old_limits_[2] = {0, 0};
+	std::mutex mutex_; ///< guards active_
+	std::shared_ptr<IoRun> active_;
+	/// Shared with the runs, which may outlive a moved-from engine's use.
+	std::shared_ptr<std::atomic<std::size_t>> submitted_;
+};
+
+} // namespace svmbatch::detail

@@ -1,0 +1,84 @@
+// SPDX-License-Identifier: MIT
+// One batch in flight: its pieces, the threads that drive the rings, and
+// what each piece came to.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include <svmbatch/io.hpp>
+
+#include "uring/io_engine.hpp"
+#include "uring/io_plan.hpp"
+
+namespace svmbatch::detail {
+
+/// How one piece (with its continuations) ended.
+struct PieceOutcome {
+	int err = 0;
+	std::size_t bytes = 0;
+};
+
+class IoRun {
+public:
+	IoRun(IoSetup setup, std::vector<Piece> pieces, std::vector<int> request_fds,
+	      std::shared_ptr<std::atomic<std::size_t>> submitted);
+	~IoRun();
+	IoRun(const IoRun &) = delete;
+	IoRun &operator=(const IoRun &) = delete;
+	IoRun(IoRun &&) = delete;
+	IoRun &operator=(IoRun &&) = delete;
+
+	/// Drive rings [first, end) on threads of their own.
+	void spawn(unsigned first);
+	/// Drive ring i on the calling thread until the batch has no work left
+	/// for it.
+	void drive(unsigned i) noexcept;
+	std::vector<IoResult> wait();
+	void cancel() noexcept { cancelled_.store(true); }
+	bool done() const noexcept { return done_.load(std::memory_order_acquire); }
+	/// Wait for the driver threads.  Idempotent, from any thread.
+	void join() noexcept;
+
+	static IoBatch batch(std::shared_ptr<IoRun> run) { return IoBatch(std::move(run)); }
+
+	// For the ring drivers (io_run.cpp).
+	const IoSetup &setup() const noexcept { return setup_; }
+	/// The next piece nobody has taken, or nullptr.
+	const Piece *claim(std::size_t &id) noexcept;
+	PieceOutcome &outcome(std::size_t id) noexcept { return outcomes_[id]; }
+	bool cancelled() const noexcept { return cancelled_.load(std::memory_order_relaxed); }
+	void count_submitted(std::size_t n) noexcept { submitted_->fetch_add(n); }
+	/// A ring refused submissions with err: its pieces fail with it, and
+	/// so do those no ring took when every driver has stopped.
+	void refused(int err) noexcept;
+
+private:
+	void driver_finished() noexcept;
+	void finish() noexcept;
+	void sync_files() noexcept;
+
+	IoSetup setup_;
+	std::vector<Piece> pieces_;
+	std::vector<int> request_fds_;
+	std::vector<PieceOutcome> outcomes_;
+	std::vector<IoResult> results_;
+	std::shared_ptr<std::atomic<std::size_t>> submitted_;
+	std::atomic<std::size_t> next_{0};
+	std::atomic<unsigned> drivers_left_;
+	std::atomic<int> refusal_{0};
+	std::atomic<bool> cancelled_{false};
+	std::atomic<bool> done_{false};
+	bool waited_ = false;
+	std::mutex error_mutex_;
+	std::exception_ptr error_;
+	std::mutex join_mutex_;
+	std::vector<std::thread> threads_;
+};
+
+} // namespace svmbatch::detail
