@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // scatter_read: the job svmbatch exists for.  Allocate many scattered
 // buffers, register them in one call, hand them to io_uring as fixed
-// buffers, read a file into all of them with READ_FIXED, verify every byte,
-// and see a batch with one bad buffer fail as a whole.
+// buffers, read a file into all of them with READ_FIXED (by one thread, then
+// by every core), verify every byte, and see a batch with one bad buffer
+// fail as a whole.
 //
 //   scatter_read [--mode auto|kernel|userspace] [--buffers N] [--dir DIR]
 //
@@ -209,57 +210,61 @@ int write_pattern_file(const std::string &dir, std::size_t len)
 	return fd;
 }
 
-/*
- * Read file[offsets[i]..] into every buffer with READ_FIXED, queue depth
- * 64, resubmitting the rest of a short read.  Returns 0 or -errno.
- */
-int read_fixed(io_uring &ring, int fd, const svmbatch::FixedBuffers &fixed,
-	       const std::vector<std::size_t> &offsets)
+const char *parallelism_name(const svmbatch::Reader &r)
 {
-	std::vector<std::size_t> done(fixed.size());
-	std::size_t next = 0, inflight = 0, finished = 0;
-	auto submit = [&](std::size_t i) {
-		io_uring_sqe *sqe = io_uring_get_sqe(&ring);
-		const svmbatch::FixedSlice &s = fixed[i];
+	if (r.threads() == 1)
+		return "the caller's ring";
+	if (r.parallelism() == svmbatch::Parallelism::AsyncWorkers)
+		return "one ring, io-wq workers";
+	return r.buffer_sharing() == svmbatch::BufferSharing::Cloned ?
+		       "a ring per thread, cloned buffer table" :
+		       "a ring per thread, buffers registered per ring";
+}
 
-		io_uring_prep_read_fixed(sqe, fd, static_cast<char *>(s.addr) + done[i],
-					 static_cast<unsigned>(s.len - done[i]),
-					 offsets[i] + done[i], static_cast<int>(s.index));
-		io_uring_sqe_set_data64(sqe, i);
-		inflight++;
-	};
+/* Every byte of every buffer is the file's byte at its offset. */
+bool verify(const ScatteredBuffers &b)
+{
+	std::size_t bad = 0;
 
-	while (finished < fixed.size()) {
-		while (next < fixed.size() && inflight < 64)
-			submit(next++);
-		int ret = io_uring_submit_and_wait(&ring, 1);
-		if (ret < 0)
-			return ret;
-		io_uring_cqe *cqe;
-		unsigned head, seen = 0;
-		io_uring_for_each_cqe(&ring, head, cqe)
-		{
-			std::size_t i = io_uring_cqe_get_data64(cqe);
+	for (std::size_t i = 0; i < b.list.size(); i++) {
+		const auto *p = static_cast<const std::uint8_t *>(b.list[i].ptr);
 
-			seen++;
-			inflight--;
-			if (cqe->res <= 0)
-				return cqe->res ? cqe->res : -EIO;
-			done[i] += static_cast<std::size_t>(cqe->res);
-			if (done[i] < fixed[i].len)
-				submit(i); /* short read: the rest */
-			else
-				finished++;
-		}
-		io_uring_cq_advance(&ring, seen);
+		for (std::size_t k = 0; k < b.list[i].len; k++)
+			bad += p[k] != pattern(b.offsets[i] + k);
 	}
-	return 0;
+	return !bad;
+}
+
+/*
+ * Read file[offsets[i]..] into every buffer with READ_FIXED (the Reader:
+ * bounded depth, short reads continued), after zeroing them, then check
+ * every byte.  Returns the milliseconds, or a negative number on failure.
+ */
+double read_and_verify(svmbatch::Reader &reader, int fd, const ScatteredBuffers &b)
+{
+	std::vector<svmbatch::ReadRequest> rq;
+	for (std::size_t i = 0; i < b.list.size(); i++) {
+		std::memset(b.list[i].ptr, 0, b.list[i].len);
+		rq.push_back({fd, b.offsets[i], b.list[i].len, i, 0});
+	}
+	auto t0 = Clock::now();
+	std::vector<svmbatch::ReadResult> res = reader.read(rq);
+	double ms = ms_since(t0);
+	for (std::size_t i = 0; i < res.size(); i++) {
+		if (res[i].err) {
+			std::fprintf(stderr, "READ_FIXED into buffer %zu: %s\n", i,
+				     std::strerror(res[i].err));
+			return -1;
+		}
+	}
+	return verify(b) ? ms : -1;
 }
 
 /*
  * Step 3: the same buffers as io_uring fixed buffers, a file of pattern
- * bytes, and the file read into all of them.  True when every read
- * completed.
+ * bytes, and the file read into all of them: by one thread, then by every
+ * core (a read from the page cache is a memcpy done by whoever submits it).
+ * True when every byte arrived both times.
  */
 bool read_file(const svmbatch::Registration &reg, const ScatteredBuffers &b, const std::string &dir)
 {
@@ -284,32 +289,24 @@ bool read_file(const svmbatch::Registration &reg, const ScatteredBuffers &b, con
 			     human(static_cast<double>(b.total)).c_str(), dir.c_str());
 		return false;
 	}
-	t0 = Clock::now();
-	int ret = read_fixed(ring, fd, fixed, b.offsets);
-	double read_ms = ms_since(t0);
-	::close(fd);
-	if (ret) {
-		std::fprintf(stderr, "READ_FIXED: %s\n", std::strerror(-ret));
+	std::unique_ptr<int, void (*)(int *)> fd_owner(&fd, [](int *f) { ::close(*f); });
+	svmbatch::ReaderOptions one;
+	one.threads = 1;
+	svmbatch::Reader single(ring, fixed, one);
+	svmbatch::Reader parallel(ring, fixed);
+	double one_ms = read_and_verify(single, fd, b);
+	double all_ms = one_ms < 0 ? -1 : read_and_verify(parallel, fd, b);
+	if (one_ms < 0 || all_ms < 0) {
+		std::printf("  READ_FIXED         FAILED (an error, or a byte that differs)\n");
 		return false;
 	}
-	std::printf("  READ_FIXED         %8.2f ms, %.0f MB/s (page cache)\n", read_ms,
-		    static_cast<double>(b.total) / read_ms / 1e3);
+	const auto mb_s = [&](double ms) { return static_cast<double>(b.total) / ms / 1e3; };
+	std::printf("  READ_FIXED         %8.2f ms, %6.0f MB/s, 1 thread (page cache)\n", one_ms,
+		    mb_s(one_ms));
+	std::printf("                     %8.2f ms, %6.0f MB/s, %u threads: %s (%.1fx)\n", all_ms,
+		    mb_s(all_ms), parallel.threads(), parallelism_name(parallel), one_ms / all_ms);
+	std::printf("  verify             %zu bytes, after each read: OK\n", b.total);
 	return true;
-}
-
-/* Step 4: every byte of every buffer is the file's byte at its offset. */
-bool verify(const ScatteredBuffers &b)
-{
-	std::size_t bad = 0;
-
-	for (std::size_t i = 0; i < b.list.size(); i++) {
-		const auto *p = static_cast<const std::uint8_t *>(b.list[i].ptr);
-
-		for (std::size_t k = 0; k < b.list[i].len; k++)
-			bad += p[k] != pattern(b.offsets[i] + k);
-	}
-	std::printf("  verify             %zu bytes: %s\n", b.total, bad ? "MISMATCH" : "OK");
-	return !bad;
 }
 
 /*
@@ -344,7 +341,7 @@ int run(const Options &o)
 
 	print_setup(ctx, buffers);
 	svmbatch::Registration reg = register_buffers(ctx, buffers);
-	bool ok = read_file(reg, buffers, o.dir) && verify(buffers);
+	bool ok = read_file(reg, buffers, o.dir);
 	reg.reset();
 	ok = bad_batch_fails(ctx, buffers) && ok;
 	return ok ? 0 : 1;

@@ -202,7 +202,8 @@ FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 
 	std::vector<::iovec> iov = iovecs_of(plan);
 	for (std::size_t p = 0; p < n; p++)
-		slots_.push_back({first + static_cast<unsigned>(p), iov[p].iov_base, iov[p].iov_len});
+		slots_.push_back(
+			{first + static_cast<unsigned>(p), iov[p].iov_base, iov[p].iov_len});
 	first_slot_ = first;
 	nr_slots_ = static_cast<unsigned>(n);
 	window_ = window;
@@ -270,8 +271,9 @@ FixedBuffers FixedBuffers::mirror(::io_uring &ring, bool clone, bool &cloned) co
 		for (const FixedSlice &s : slots_)
 			iov.push_back({s.addr, s.len});
 		/* Our slots where they are in the caller's ring: a sparse table. */
-		int ret = window_ ? io_uring_register_buffers_sparse(&ring, first_slot_ + nr_slots_) :
-				    io_uring_register_buffers(&ring, iov.data(), nr_slots_);
+		int ret = window_ ?
+				  io_uring_register_buffers_sparse(&ring, first_slot_ + nr_slots_) :
+				  io_uring_register_buffers(&ring, iov.data(), nr_slots_);
 		if (ret == 0 && window_) {
 			ret = update_slots(ring, first_slot_, iov.data(), nr_slots_);
 			ret = ret == static_cast<int>(nr_slots_) ? 0 : ret < 0 ? ret : -ENOMEM;

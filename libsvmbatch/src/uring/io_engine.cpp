@@ -77,7 +77,8 @@ IoEngine::IoEngine(IoOp op, ::io_uring &ring, const FixedBuffers &fixed, const I
 	  submitted_(std::make_shared<std::atomic<std::size_t>>(0))
 {
 	if (options_.max_io_bytes == 0 || options_.direct_alignment == 0)
-		throw Error(EINVAL, Step::Validate, "max_io_bytes and direct_alignment must be > 0");
+		throw Error(EINVAL, Step::Validate,
+			    "max_io_bytes and direct_alignment must be > 0");
 	if (!fixed)
 		throw Error(EINVAL, Step::Validate, "the FixedBuffers are not registered");
 	/* One transfer's length is 32 bits, and no fixed buffer is longer. */
@@ -91,7 +92,8 @@ IoEngine::IoEngine(IoOp op, ::io_uring &ring, const FixedBuffers &fixed, const I
 
 	Parallelism p = options_.parallelism;
 	if (p != Parallelism::AsyncWorkers) {
-		const unsigned private_depth = std::clamp(options_.queue_depth, 1u, max_private_depth);
+		const unsigned private_depth =
+			std::clamp(options_.queue_depth, 1u, max_private_depth);
 		const bool clone = options_.clone_buffers;
 		if (p == Parallelism::Auto) {
 			/* Probe with one ring: without the clone, no ring per thread. */
@@ -112,7 +114,8 @@ IoEngine::IoEngine(IoOp op, ::io_uring &ring, const FixedBuffers &fixed, const I
 	}
 	if (p == Parallelism::AsyncWorkers) {
 		setup_.async = true;
-		setup_.rings[0].depth = std::clamp(std::max(options_.queue_depth, threads_), 1u, sq);
+		setup_.rings[0].depth =
+			std::clamp(std::max(options_.queue_depth, threads_), 1u, sq);
 		limit_io_workers(ring);
 	}
 	parallelism_ = p;
@@ -122,8 +125,7 @@ IoEngine::IoEngine(IoOp op, ::io_uring &ring, const FixedBuffers &fixed, const I
  * n more rings of depth entries, each holding the caller's fixed buffers:
  * cloned where asked and possible, else registered again.
  */
-void IoEngine::add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned depth,
-				 bool clone)
+void IoEngine::add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned depth, bool clone)
 {
 	for (unsigned i = 0; i < n; i++) {
 		auto pr = std::make_unique<PrivateRing>(depth);
@@ -176,7 +178,8 @@ std::shared_ptr<IoRun> IoEngine::begin(std::span<const IoRequest> requests)
 		       [](const IoRequest &r) { return r.fd; });
 	std::lock_guard lock(mutex_);
 	if (active_ && !active_->done())
-		throw Error(EBUSY, Step::Validate, "a batch of this Reader/Writer is still in flight");
+		throw Error(EBUSY, Step::Validate,
+			    "a batch of this Reader/Writer is still in flight");
 	active_ = std::make_shared<IoRun>(setup_, std::move(pieces), std::move(fds), submitted_);
 	return active_;
 }

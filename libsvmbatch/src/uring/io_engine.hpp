@@ -28,9 +28,9 @@ struct RingSlot {
 
 /// What one batch needs of its engine, fixed while it runs.
 struct IoSetup {
-	IoOp op;
-	bool async; ///< IOSQE_ASYNC on every entry (AsyncWorkers)
-	SyncMode sync;
+	IoOp op = IoOp::Read;
+	bool async = false; ///< IOSQE_ASYNC on every entry (AsyncWorkers)
+	SyncMode sync = SyncMode::None;
 	std::vector<RingSlot> rings; ///< [0] is the caller's
 };
 

@@ -51,7 +51,8 @@ public:
 				cancel_all();
 			else if (!refusal_)
 				fill();
-			bool work_left = !refusal_ && !run_.cancelled() && (!local_.empty() || more_);
+			bool work_left = !refusal_ && !run_.cancelled() &&
+					 (!local_.empty() || more_);
 			if (!in_flight_ && !cancels_ && !work_left)
 				break;
 			submit_and_reap();
@@ -104,12 +105,13 @@ private:
 			in_flight_++;
 			const Piece &p = w.p;
 			if (run_.setup().op == IoOp::Read)
-				io_uring_prep_read_fixed(sqe, p.fd, p.addr, static_cast<unsigned>(p.len),
+				io_uring_prep_read_fixed(sqe, p.fd, p.addr,
+							 static_cast<unsigned>(p.len),
 							 p.file_offset, static_cast<int>(p.index));
 			else
 				io_uring_prep_write_fixed(sqe, p.fd, p.addr,
-							  static_cast<unsigned>(p.len), p.file_offset,
-							  static_cast<int>(p.index));
+							  static_cast<unsigned>(p.len),
+							  p.file_offset, static_cast<int>(p.index));
 			if (run_.setup().async)
 				sqe->flags |= IOSQE_ASYNC;
 			io_uring_sqe_set_data64(sqe, io_tag | slot);
@@ -386,7 +388,8 @@ std::vector<IoResult> IoRun::wait()
 
 namespace svmbatch {
 
-IoBatch::IoBatch(std::shared_ptr<detail::IoRun> run) : run_(std::move(run)) {}
+IoBatch::IoBatch(std::shared_ptr<detail::IoRun> run) : run_(std::move(run))
+{}
 IoBatch::IoBatch(IoBatch &&) noexcept = default;
 
 IoBatch &IoBatch::operator=(IoBatch &&other) noexcept
