@@ -71,6 +71,52 @@ private:
 	std::optional<FixedBuffers> fixed_;
 };
 
+DriverPool::~DriverPool()
+{
+	{
+		std::lock_guard lock(mutex_);
+		stop_ = true;
+	}
+	cv_.notify_all();
+	for (std::thread &t : threads_)
+		if (t.joinable())
+			t.join();
+}
+
+void DriverPool::post(const std::shared_ptr<IoRun> &run, unsigned first)
+{
+	std::lock_guard lock(mutex_);
+
+	threads_.resize(jobs_.size());
+	for (unsigned i = first; i < jobs_.size(); i++) {
+		if (!threads_[i].joinable()) {
+			try {
+				threads_[i] = std::thread([this, i] { serve(i); });
+			} catch (...) {
+				run->skip(); /* the other rings take its share */
+				continue;
+			}
+		}
+		jobs_[i] = run;
+	}
+	cv_.notify_all();
+}
+
+void DriverPool::serve(unsigned ring)
+{
+	for (;;) {
+		std::shared_ptr<IoRun> run;
+		{
+			std::unique_lock lock(mutex_);
+			cv_.wait(lock, [&] { return stop_ || jobs_[ring]; });
+			if (!jobs_[ring])
+				return;
+			run = std::move(jobs_[ring]);
+		}
+		run->drive(ring);
+	}
+}
+
 IoEngine::IoEngine(IoOp op, ::io_uring &ring, const FixedBuffers &fixed, const IoOptions &options,
 		   SyncMode sync)
 	: fixed_(fixed), options_(options),
@@ -164,6 +210,7 @@ IoEngine::~IoEngine()
 		run->cancel();
 		run->join();
 	}
+	pool_.reset(); /* before the rings its threads drive */
 	private_.clear();
 	if (limited_)
 		(void)io_uring_register_iowq_max_workers(limited_, old_limits_);
@@ -188,7 +235,7 @@ IoBatch IoEngine::start(std::span<const IoRequest> requests)
 {
 	std::shared_ptr<IoRun> run = begin(requests);
 
-	run->spawn(0);
+	pool().post(run, 0);
 	return IoRun::batch(std::move(run));
 }
 
@@ -196,9 +243,17 @@ std::vector<IoResult> IoEngine::run(std::span<const IoRequest> requests)
 {
 	std::shared_ptr<IoRun> run = begin(requests);
 
-	run->spawn(1);
+	if (setup_.rings.size() > 1)
+		pool().post(run, 1);
 	run->drive(0);
 	return run->wait();
+}
+
+DriverPool &IoEngine::pool()
+{
+	if (!pool_)
+		pool_ = std::make_unique<DriverPool>(static_cast<unsigned>(setup_.rings.size()));
+	return *pool_;
 }
 
 } // namespace svmbatch::detail

@@ -4,10 +4,12 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <memory>
 #include <mutex>
 #include <span>
+#include <thread>
 #include <vector>
 
 #include <svmbatch/fixed_buffers.hpp>
@@ -37,6 +39,31 @@ struct IoSetup {
 class PrivateRing;
 class IoRun;
 
+/// One thread per ring, kept for the engine's life, so that a ring is
+/// always driven by the same task (io_uring's per-task state and io-wq are
+/// set up once, not per batch).  Started on first use.
+class DriverPool {
+public:
+	explicit DriverPool(unsigned rings) : jobs_(rings) {}
+	~DriverPool();
+	DriverPool(const DriverPool &) = delete;
+	DriverPool &operator=(const DriverPool &) = delete;
+	DriverPool(DriverPool &&) = delete;
+	DriverPool &operator=(DriverPool &&) = delete;
+
+	/// Rings [first, rings) drive run; a ring without a thread skips it.
+	void post(const std::shared_ptr<IoRun> &run, unsigned first);
+
+private:
+	void serve(unsigned ring);
+
+	std::mutex mutex_;
+	std::condition_variable cv_;
+	std::vector<std::shared_ptr<IoRun>> jobs_; ///< per ring, until taken
+	std::vector<std::thread> threads_; ///< per ring, or not started
+	bool stop_ = false;
+};
+
 class IoEngine {
 public:
 	IoEngine(IoOp op, ::io_uring &ring, const FixedBuffers &fixed, const IoOptions &options,
@@ -59,6 +86,7 @@ private:
 	std::shared_ptr<IoRun> begin(std::span<const IoRequest> requests);
 	void add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned depth, bool clone);
 	void limit_io_workers(::io_uring &ring);
+	DriverPool &pool();
 
 	const FixedBuffers &fixed_;
 	IoOptions options_;
@@ -71,6 +99,7 @@ private:
 	unsigned old_limits_[2] = {0, 0};
 	std::mutex mutex_; ///< guards active_
 	std::shared_ptr<IoRun> active_;
+	std::unique_ptr<DriverPool> pool_;
 	/// Shared with the runs, which may outlive a moved-from engine's use.
 	std::shared_ptr<std::atomic<std::size_t>> submitted_;
 };

@@ -278,18 +278,6 @@ void IoRun::refused(int err) noexcept
 	refusal_.compare_exchange_strong(none, err);
 }
 
-void IoRun::spawn(unsigned first)
-{
-	for (unsigned i = first; i < setup_.rings.size(); i++) {
-		try {
-			threads_.emplace_back([this, i] { drive(i); });
-		} catch (...) {
-			/* No thread: this ring sits out; the others take its share. */
-			driver_finished();
-		}
-	}
-}
-
 void IoRun::drive(unsigned i) noexcept
 {
 	try {
@@ -338,7 +326,9 @@ void IoRun::finish() noexcept
 		if (setup_.op == IoOp::Write && setup_.sync != SyncMode::None)
 			sync_files();
 	}
+	std::lock_guard lock(done_mutex_);
 	done_.store(true, std::memory_order_release);
+	done_cv_.notify_all();
 }
 
 /* Each file written to, synced once; a failure is its requests' error. */
@@ -366,11 +356,9 @@ void IoRun::sync_files() noexcept
 
 void IoRun::join() noexcept
 {
-	std::lock_guard lock(join_mutex_);
+	std::unique_lock lock(done_mutex_);
 
-	for (std::thread &t : threads_)
-		if (t.joinable())
-			t.join();
+	done_cv_.wait(lock, [this] { return done_.load(std::memory_order_acquire); });
 }
 
 std::vector<IoResult> IoRun::wait()

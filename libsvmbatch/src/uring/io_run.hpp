@@ -4,11 +4,11 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <exception>
 #include <memory>
 #include <mutex>
-#include <thread>
 #include <vector>
 
 #include <svmbatch/io.hpp>
@@ -34,15 +34,17 @@ public:
 	IoRun(IoRun &&) = delete;
 	IoRun &operator=(IoRun &&) = delete;
 
-	/// Drive rings [first, end) on threads of their own.
-	void spawn(unsigned first);
 	/// Drive ring i on the calling thread until the batch has no work left
-	/// for it.
+	/// for it.  Every ring's driver must run once, or be skipped.
 	void drive(unsigned i) noexcept;
+	/// Ring i will not be driven (no thread for it): the others take its
+	/// share.
+	void skip() noexcept { driver_finished(); }
 	std::vector<IoResult> wait();
 	void cancel() noexcept { cancelled_.store(true); }
 	bool done() const noexcept { return done_.load(std::memory_order_acquire); }
-	/// Wait for the driver threads.  Idempotent, from any thread.
+	/// Wait until every driver finished.  From any thread, any number of
+	/// times.
 	void join() noexcept;
 
 	static IoBatch batch(std::shared_ptr<IoRun> run) { return IoBatch(std::move(run)); }
@@ -77,8 +79,8 @@ private:
 	bool waited_ = false;
 	std::mutex error_mutex_;
 	std::exception_ptr error_;
-	std::mutex join_mutex_;
-	std::vector<std::thread> threads_;
+	std::mutex done_mutex_;
+	std::condition_variable done_cv_;
 };
 
 } // namespace svmbatch::detail
