@@ -11,8 +11,10 @@
 # runs the CUDA tests (googletest, real driver), the example and the
 # benchmark, and writes under $OUT:
 #   env.txt  build.log  cuda-tests.log  cuda_scatter_read.log  cuda-bench.json  cuda-bench.log
+#   pipeline-bench.json  pipeline-bench.log
 # Ends with "N passed, N failed" over: build, ABI check, tests, example,
-# benchmark.
+# benchmark, pipeline benchmark.  SVMBATCH_DEVICE_STEPS=pipeline runs only
+# the build and the pipeline benchmark (device time is scarce).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-/tmp/svmbatch-device-out}
@@ -58,6 +60,12 @@ export PATH=$work/bin:$PATH PKG_CONFIG_LIBDIR=$deps/lib/pkgconfig PKG_CONFIG_PAT
 	nproc
 	grep MemTotal /proc/meminfo
 	df -h /tmp /dev/shm | tail -2
+	# The disk of the O_DIRECT figures.
+	findmnt -no SOURCE,FSTYPE,OPTIONS --target /var/tmp
+	lsblk -o NAME,SIZE,ROTA,TYPE,MODEL
+	for q in rotational logical_block_size max_sectors_kb nr_requests scheduler; do
+		echo "vda $q: $(cat /sys/block/vda/queue/$q 2>/dev/null)"
+	done
 } >"$OUT/env.txt" 2>&1
 cat "$OUT/env.txt"
 
@@ -77,17 +85,25 @@ build() {
 		-DCMAKE_PREFIX_PATH="$deps;$work/gtest" -DSVMBATCH_TESTS=OFF -DSVMBATCH_CLI=OFF \
 		-DSVMBATCH_CUDA_PROGRAMS=ON &&
 	cmake --build "$work/build" -j "$(nproc)" \
-		--target cuda_device_tests cuda_scatter_read cuda_bench
+		--target cuda_device_tests cuda_scatter_read cuda_bench pipeline_bench
 }
 step build build >"$OUT/build.log" 2>&1
 tail -20 "$OUT/build.log"
-step cuda-abi-check cmake --build "$work/build" --target cuda_abi_check
-step cuda-tests "$work/build/examples/cuda_device_tests" >"$OUT/cuda-tests.log" 2>&1
-grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) |^#|Failure|Expected|Which|actual' "$OUT/cuda-tests.log" | head -60
-step cuda_scatter_read "$work/build/examples/cuda_scatter_read" --buffers 2000 --dir /tmp \
-	>"$OUT/cuda_scatter_read.log" 2>&1
-cat "$OUT/cuda_scatter_read.log"
-step cuda-bench "$work/build/examples/cuda_bench" /tmp >"$OUT/cuda-bench.json" 2>"$OUT/cuda-bench.log"
-cat "$OUT/cuda-bench.log"
+if [[ ${SVMBATCH_DEVICE_STEPS:-all} == all ]]; then
+	step cuda-abi-check cmake --build "$work/build" --target cuda_abi_check
+	step cuda-tests "$work/build/examples/cuda_device_tests" >"$OUT/cuda-tests.log" 2>&1
+	grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) |^#|Failure|Expected|Which|actual' "$OUT/cuda-tests.log" | head -60
+	step cuda_scatter_read "$work/build/examples/cuda_scatter_read" --buffers 2000 --dir /tmp \
+		>"$OUT/cuda_scatter_read.log" 2>&1
+	cat "$OUT/cuda_scatter_read.log"
+	step cuda-bench "$work/build/examples/cuda_bench" /tmp >"$OUT/cuda-bench.json" 2>"$OUT/cuda-bench.log"
+	cat "$OUT/cuda-bench.log"
+fi
+# file <-> GPU at the machine's bandwidth: page cache (a 4 GiB file) and
+# O_DIRECT (1 GiB) on the root disk.
+step pipeline-bench "$work/build/examples/pipeline_bench" --dir /var/tmp --gib 4 \
+	--direct-dir /var/tmp --direct-gib 1 --reps 5 \
+	>"$OUT/pipeline-bench.json" 2>"$OUT/pipeline-bench.log"
+cat "$OUT/pipeline-bench.log"
 echo "device run: $passed passed, $failed failed"
 [[ $failed == 0 ]]
