@@ -51,7 +51,8 @@ public:
 	DriverPool(DriverPool &&) = delete;
 	DriverPool &operator=(DriverPool &&) = delete;
 
-	/// Rings [first, rings) drive run; a ring without a thread skips it.
+	/// Rings [first, run->rings()) drive run; a ring without a thread
+	/// skips it.
 	void post(const std::shared_ptr<IoRun> &run, unsigned first);
 
 private:
@@ -84,6 +85,7 @@ public:
 
 private:
 	std::shared_ptr<IoRun> begin(std::span<const IoRequest> requests);
+	unsigned rings_for(std::span<const IoRequest> requests) const;
 	void add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned depth, bool clone);
 	void limit_io_workers(::io_uring &ring);
 	DriverPool &pool();

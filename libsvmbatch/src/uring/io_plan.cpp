@@ -13,14 +13,14 @@
 
 namespace svmbatch::detail {
 
-namespace {
-
 bool is_direct(int fd)
 {
 	int flags = ::fcntl(fd, F_GETFL);
 
 	return flags >= 0 && (flags & O_DIRECT);
 }
+
+namespace {
 
 std::size_t buffer_length(std::span<const FixedSlice> slices)
 {

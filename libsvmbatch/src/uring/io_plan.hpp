@@ -23,6 +23,9 @@ struct Piece {
 	std::uint64_t file_offset;
 };
 
+/// fd was opened with O_DIRECT.
+bool is_direct(int fd);
+
 /// Check every request against fixed and options, then cut them into
 /// pieces, request by request in file order.  Throws Error(EINVAL,
 /// Step::Validate) naming the first bad request; nothing is cut then.

@@ -38,7 +38,8 @@ class RingDriver {
 public:
 	RingDriver(IoRun &run, unsigned i)
 		: run_(run), ring_(*run.setup().rings[i].ring), depth_(run.setup().rings[i].depth),
-		  slots_(depth_), busy_(depth_, false), cancel_sent_(depth_, false)
+		  share_(run.fair_share(depth_)), slots_(depth_), busy_(depth_, false),
+		  cancel_sent_(depth_, false)
 	{
 		for (unsigned s = depth_; s-- > 0;)
 			free_.push_back(s);
@@ -91,7 +92,7 @@ private:
 		std::size_t queued = 0;
 		Work w{};
 
-		while (!free_.empty() && next(w)) {
+		while (in_flight_ < share_ && next(w)) {
 			io_uring_sqe *sqe = io_uring_get_sqe(&ring_);
 			if (!sqe) {
 				local_.push_front(w); /* ours now: next round */
@@ -234,6 +235,7 @@ private:
 	IoRun &run_;
 	::io_uring &ring_;
 	unsigned depth_;
+	unsigned share_; ///< in flight at most: the ring's fair share of the batch
 	std::vector<Work> slots_;
 	std::vector<bool> busy_;
 	std::vector<bool> cancel_sent_;
@@ -247,12 +249,11 @@ private:
 
 } // namespace
 
-IoRun::IoRun(IoSetup setup, std::vector<Piece> pieces, std::vector<int> request_fds,
+IoRun::IoRun(IoSetup setup, unsigned rings, std::vector<Piece> pieces, std::vector<int> request_fds,
 	     std::shared_ptr<std::atomic<std::size_t>> submitted)
 	: setup_(std::move(setup)), pieces_(std::move(pieces)),
 	  request_fds_(std::move(request_fds)), outcomes_(pieces_.size()),
-	  submitted_(std::move(submitted)),
-	  drivers_left_(static_cast<unsigned>(setup_.rings.size()))
+	  submitted_(std::move(submitted)), rings_(rings), drivers_left_(rings)
 {
 	submitted_->store(0);
 }
@@ -261,6 +262,20 @@ IoRun::~IoRun()
 {
 	cancel();
 	join();
+}
+
+/*
+ * A buffered transfer of cached data completes inline, in the submitting
+ * thread: a ring that took `depth` pieces at once would copy them all
+ * while the other rings had none.  So each ring keeps at most half its
+ * fair share of the batch in flight (at least one, at most depth).
+ */
+unsigned IoRun::fair_share(unsigned depth) const noexcept
+{
+	const std::size_t halves = std::size_t{2} * rings_;
+	const std::size_t share = (pieces_.size() + halves - 1) / halves;
+
+	return static_cast<unsigned>(std::clamp<std::size_t>(share, 1, depth));
 }
 
 const Piece *IoRun::claim(std::size_t &id) noexcept

@@ -26,8 +26,9 @@ struct PieceOutcome {
 
 class IoRun {
 public:
-	IoRun(IoSetup setup, std::vector<Piece> pieces, std::vector<int> request_fds,
-	      std::shared_ptr<std::atomic<std::size_t>> submitted);
+	/// rings: how many of setup's rings (the first ones) drive this batch.
+	IoRun(IoSetup setup, unsigned rings, std::vector<Piece> pieces,
+	      std::vector<int> request_fds, std::shared_ptr<std::atomic<std::size_t>> submitted);
 	~IoRun();
 	IoRun(const IoRun &) = delete;
 	IoRun &operator=(const IoRun &) = delete;
@@ -51,6 +52,9 @@ public:
 
 	// For the ring drivers (io_run.cpp).
 	const IoSetup &setup() const noexcept { return setup_; }
+	unsigned rings() const noexcept { return rings_; }
+	/// How many pieces a ring of `depth` keeps in flight at most.
+	unsigned fair_share(unsigned depth) const noexcept;
 	/// The next piece nobody has taken, or nullptr.
 	const Piece *claim(std::size_t &id) noexcept;
 	PieceOutcome &outcome(std::size_t id) noexcept { return outcomes_[id]; }
@@ -72,6 +76,7 @@ private:
 	std::vector<IoResult> results_;
 	std::shared_ptr<std::atomic<std::size_t>> submitted_;
 	std::atomic<std::size_t> next_{0};
+	unsigned rings_;
 	std::atomic<unsigned> drivers_left_;
 	std::atomic<int> refusal_{0};
 	std::atomic<bool> cancelled_{false};
