@@ -335,23 +335,36 @@ void check_results(const std::vector<svmbatch::IoResult> &res, const char *what)
 			fail_errno(res[i].err, std::string(what) + " request " + std::to_string(i));
 }
 
-/// file -> buffers (Reader) -> device; reads of batch j overlap the copies
-/// of the batches before it.
+/// file -> buffers (Reader) -> device: batch j + 1 is read (IoBatch, in
+/// the background) while the copies of batch j are queued and those of
+/// the batches before it run.
 void read_pipeline(const Layout &l, svmbatch::Reader &reader, int fd, std::size_t len,
 		   const DeviceBuffer &dev, const Streams &s)
 {
-	for (std::size_t j = 0; j < l.batches(len); j++) {
-		if (j >= groups)
-			check(cudaEventSynchronize(s.event(j)), "cudaEventSynchronize");
-		std::vector<svmbatch::IoRequest> rq = l.batch(fd, j, len);
-		check_results(reader.read(rq), "read");
-		for (const auto &r : rq)
+	const std::size_t n = l.batches(len);
+	std::optional<svmbatch::IoBatch> reading = reader.start(l.batch(fd, 0, len));
+	for (std::size_t j = 0; j < n; j++) {
+		check_results(reading->wait(), "read");
+		reading.reset();
+		if (j + 1 < n) {
+			if (j + 1 >= groups) /* its group's last copies are done */
+				check(cudaEventSynchronize(s.event(j + 1)), "cudaEventSynchronize");
+			reading = reader.start(l.batch(fd, j + 1, len));
+		}
+		for (const auto &r : l.batch(fd, j, len))
 			check(cudaMemcpyAsync(dev.get() + r.file_offset, l.list[r.buffer].ptr,
 					      r.length, cudaMemcpyHostToDevice, s.stream(j)),
 			      "cudaMemcpyAsync H2D");
 		check(cudaEventRecord(s.event(j), s.stream(j)), "cudaEventRecord");
 	}
 	s.sync();
+}
+
+/// The reads alone: file -> buffers, batch after batch.
+void read_only(const Layout &l, svmbatch::Reader &reader, int fd, std::size_t len)
+{
+	for (std::size_t j = 0; j < l.batches(len); j++)
+		check_results(reader.read(l.batch(fd, j, len)), "read");
 }
 
 /// device -> buffers -> file (Writer); the copy of batch j + 1 overlaps
@@ -513,20 +526,21 @@ struct Bench {
 };
 
 std::string row_json(const Layout &l, const std::string &file, const Mode &m,
-		     const svmbatch::Reader &r, const Rate &rd, const Rate &wr, long long vmpin_kb,
-		     std::size_t bad_read, std::size_t bad_write)
+		     const svmbatch::Reader &r, const Rate &rd, const Rate &wr, const Rate &ro,
+		     long long vmpin_kb, std::size_t bad_read, std::size_t bad_write)
 {
 	char out[1024];
 	std::snprintf(out, sizeof(out),
 		      "{\"layout\": \"%s\", \"file\": \"%s\", \"mode\": \"%s\", \"threads\": %u, "
 		      "\"parallelism\": \"%s\", \"buffer_sharing\": \"%s\", "
-		      "\"read_GBps\": %.2f, \"read_cpu_cores\": %.1f, \"write_GBps\": %.2f, "
+		      "\"read_GBps\": %.2f, \"read_cpu_cores\": %.1f, \"reads_alone_GBps\": %.2f, "
+		      "\"write_GBps\": %.2f, "
 		      "\"write_cpu_cores\": %.1f, \"reader_and_writer_vmpin_added_kB\": %lld, "
 		      "\"bad_read_chunks\": %zu, \"bad_write_chunks\": %zu, "
 		      "\"read_samples\": %s, \"write_samples\": %s}",
 		      l.name.c_str(), file.c_str(), m.name, r.threads(),
 		      parallelism_name(r.parallelism()), sharing_name(r.buffer_sharing()), rd.gbps,
-		      rd.cores, wr.gbps, wr.cores, vmpin_kb, bad_read, bad_write,
+		      rd.cores, ro.gbps, wr.gbps, wr.cores, vmpin_kb, bad_read, bad_write,
 		      samples_json(rd.samples).c_str(), samples_json(wr.samples).c_str());
 	std::fprintf(stderr, "%s\n", out);
 	return out;
@@ -611,8 +625,9 @@ void run_layout(Bench &b, const Layout &l, const std::string &file, int in_fd, i
 		}
 		Rate wr =
 			measure(reps, len, [&] { write_pipeline(l, writer, out_fd, len, dev, s); });
+		Rate ro = measure(reps, len, [&] { read_only(l, reader, in_fd, len); });
 		b.rows.push_back(
-			row_json(l, file, m, reader, rd, wr, pin_added, bad_read, bad_write));
+			row_json(l, file, m, reader, rd, wr, ro, pin_added, bad_read, bad_write));
 		std::string key = file + "/" + l.name + "/" + m.name;
 		b.top[key + "/read"] = rd.gbps;
 		b.top[key + "/write"] = wr.gbps;
