@@ -36,8 +36,11 @@ using ReaderOptions = IoOptions;
 /// buffer).  A ring that refuses submissions fails the pieces not yet
 /// queued (their IoResult::err); only if the pieces in flight cannot be
 /// reaped either does the batch throw (Step::IoUringSubmit) from wait().
-/// One batch at a time (start() during one: Error(EBUSY)); the caller's
-/// ring must not be used by anyone else while a batch runs.  The Reader
+/// Several batches may be in flight: every ring serves them in start()
+/// order, so the next batch begins on a ring as soon as that ring has no
+/// pieces of the earlier one left (no idle cores between batches).  One
+/// thread at a time may call a Reader; the caller's ring must not be used
+/// by anyone else while a batch runs.  The Reader
 /// must be destroyed before the FixedBuffers and the ring; its destructor
 /// cancels and waits for a batch still in flight.
 class SVMBATCH_API Reader {

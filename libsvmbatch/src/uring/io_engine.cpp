@@ -97,7 +97,7 @@ void DriverPool::post(const std::shared_ptr<IoRun> &run, unsigned first)
 				continue;
 			}
 		}
-		jobs_[i] = run;
+		jobs_[i].push_back(run);
 	}
 	cv_.notify_all();
 }
@@ -108,10 +108,11 @@ void DriverPool::serve(unsigned ring)
 		std::shared_ptr<IoRun> run;
 		{
 			std::unique_lock lock(mutex_);
-			cv_.wait(lock, [&] { return stop_ || jobs_[ring]; });
-			if (!jobs_[ring])
+			cv_.wait(lock, [&] { return stop_ || !jobs_[ring].empty(); });
+			if (jobs_[ring].empty())
 				return;
-			run = std::move(jobs_[ring]);
+			run = std::move(jobs_[ring].front());
+			jobs_[ring].pop_front();
 		}
 		run->drive(ring);
 	}
@@ -201,15 +202,15 @@ void IoEngine::limit_io_workers(::io_uring &ring)
 
 IoEngine::~IoEngine()
 {
-	std::shared_ptr<IoRun> run;
+	std::vector<std::shared_ptr<IoRun>> runs;
 	{
 		std::lock_guard lock(mutex_);
-		run = std::move(active_);
+		runs = std::move(in_flight_);
 	}
-	if (run) {
+	for (const auto &run : runs)
 		run->cancel();
+	for (const auto &run : runs)
 		run->join();
-	}
 	pool_.reset(); /* before the rings its threads drive */
 	private_.clear();
 	if (limited_)
@@ -223,14 +224,20 @@ std::shared_ptr<IoRun> IoEngine::begin(std::span<const IoRequest> requests)
 
 	std::transform(requests.begin(), requests.end(), fds.begin(),
 		       [](const IoRequest &r) { return r.fd; });
-	const unsigned rings = rings_for(requests);
+	auto run = std::make_shared<IoRun>(setup_, rings_for(requests), std::move(pieces),
+					   std::move(fds), submitted_);
 	std::lock_guard lock(mutex_);
-	if (active_ && !active_->done())
-		throw Error(EBUSY, Step::Validate,
-			    "a batch of this Reader/Writer is still in flight");
-	active_ = std::make_shared<IoRun>(setup_, rings, std::move(pieces), std::move(fds),
-					  submitted_);
-	return active_;
+	std::erase_if(in_flight_, [](const auto &r) { return r->done(); });
+	in_flight_.push_back(run);
+	return run;
+}
+
+bool IoEngine::idle()
+{
+	std::lock_guard lock(mutex_);
+
+	return std::all_of(in_flight_.begin(), in_flight_.end(),
+			   [](const auto &r) { return r->done(); });
 }
 
 /*
@@ -269,6 +276,9 @@ IoBatch IoEngine::start(std::span<const IoRequest> requests)
 
 std::vector<IoResult> IoEngine::run(std::span<const IoRequest> requests)
 {
+	/* Batches in flight: the caller's ring is its pool thread's now. */
+	if (!idle())
+		return start(requests).wait();
 	std::shared_ptr<IoRun> run = begin(requests);
 
 	if (run->rings() > 1)

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -60,7 +61,7 @@ private:
 
 	std::mutex mutex_;
 	std::condition_variable cv_;
-	std::vector<std::shared_ptr<IoRun>> jobs_; ///< per ring, until taken
+	std::vector<std::deque<std::shared_ptr<IoRun>>> jobs_; ///< per ring, in start order
 	std::vector<std::thread> threads_; ///< per ring, or not started
 	bool stop_ = false;
 };
@@ -86,6 +87,7 @@ public:
 private:
 	std::shared_ptr<IoRun> begin(std::span<const IoRequest> requests);
 	unsigned rings_for(std::span<const IoRequest> requests) const;
+	bool idle();
 	void add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned depth, bool clone);
 	void limit_io_workers(::io_uring &ring);
 	DriverPool &pool();
@@ -99,8 +101,8 @@ private:
 	std::vector<std::unique_ptr<PrivateRing>> private_;
 	::io_uring *limited_ = nullptr; ///< the ring whose io-wq limits we set
 	unsigned old_limits_[2] = {0, 0};
-	std::mutex mutex_; ///< guards active_
-	std::shared_ptr<IoRun> active_;
+	std::mutex mutex_; ///< guards in_flight_
+	std::vector<std::shared_ptr<IoRun>> in_flight_; ///< batches not known done
 	std::unique_ptr<DriverPool> pool_;
 	/// Shared with the runs, which may outlive a moved-from engine's use.
 	std::shared_ptr<std::atomic<std::size_t>> submitted_;

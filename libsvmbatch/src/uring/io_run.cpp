@@ -254,9 +254,7 @@ IoRun::IoRun(IoSetup setup, unsigned rings, std::vector<Piece> pieces, std::vect
 	: setup_(std::move(setup)), pieces_(std::move(pieces)),
 	  request_fds_(std::move(request_fds)), outcomes_(pieces_.size()),
 	  submitted_(std::move(submitted)), rings_(rings), drivers_left_(rings)
-{
-	submitted_->store(0);
-}
+{}
 
 IoRun::~IoRun()
 {
@@ -341,6 +339,7 @@ void IoRun::finish() noexcept
 		if (setup_.op == IoOp::Write && setup_.sync != SyncMode::None)
 			sync_files();
 	}
+	submitted_->store(count_.load());
 	std::lock_guard lock(done_mutex_);
 	done_.store(true, std::memory_order_release);
 	done_cv_.notify_all();

@@ -59,7 +59,7 @@ public:
 	const Piece *claim(std::size_t &id) noexcept;
 	PieceOutcome &outcome(std::size_t id) noexcept { return outcomes_[id]; }
 	bool cancelled() const noexcept { return cancelled_.load(std::memory_order_relaxed); }
-	void count_submitted(std::size_t n) noexcept { submitted_->fetch_add(n); }
+	void count_submitted(std::size_t n) noexcept { count_.fetch_add(n); }
 	/// A ring refused submissions with err: its pieces fail with it, and
 	/// so do those no ring took when every driver has stopped.
 	void refused(int err) noexcept;
@@ -74,7 +74,8 @@ private:
 	std::vector<int> request_fds_;
 	std::vector<PieceOutcome> outcomes_;
 	std::vector<IoResult> results_;
-	std::shared_ptr<std::atomic<std::size_t>> submitted_;
+	std::shared_ptr<std::atomic<std::size_t>> submitted_; ///< the engine's, set at the end
+	std::atomic<std::size_t> count_{0}; ///< submitted by this batch
 	std::atomic<std::size_t> next_{0};
 	unsigned rings_;
 	std::atomic<unsigned> drivers_left_;
