@@ -30,6 +30,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <dirent.h>
 #include <fstream>
 #include <functional>
@@ -335,22 +336,27 @@ void check_results(const std::vector<svmbatch::IoResult> &res, const char *what)
 			fail_errno(res[i].err, std::string(what) + " request " + std::to_string(i));
 }
 
-/// file -> buffers (Reader) -> device: batch j + 1 is read (IoBatch, in
-/// the background) while the copies of batch j are queued and those of
-/// the batches before it run.
+/// file -> buffers (Reader) -> device: two batches are read at a time (in
+/// the background, IoBatch), so that the rings go from one to the next
+/// without a pause, while the copies of the batches before them are queued
+/// and run.
 void read_pipeline(const Layout &l, svmbatch::Reader &reader, int fd, std::size_t len,
 		   const DeviceBuffer &dev, const Streams &s)
 {
 	const std::size_t n = l.batches(len);
-	std::optional<svmbatch::IoBatch> reading = reader.start(l.batch(fd, 0, len));
+	std::deque<svmbatch::IoBatch> reading;
+	auto start = [&](std::size_t j) {
+		if (j >= groups) /* the last copies out of its group are done */
+			check(cudaEventSynchronize(s.event(j)), "cudaEventSynchronize");
+		reading.push_back(reader.start(l.batch(fd, j, len)));
+	};
+	for (std::size_t j = 0; j < std::min<std::size_t>(n, 2); j++)
+		start(j);
 	for (std::size_t j = 0; j < n; j++) {
-		check_results(reading->wait(), "read");
-		reading.reset();
-		if (j + 1 < n) {
-			if (j + 1 >= groups) /* its group's last copies are done */
-				check(cudaEventSynchronize(s.event(j + 1)), "cudaEventSynchronize");
-			reading = reader.start(l.batch(fd, j + 1, len));
-		}
+		check_results(reading.front().wait(), "read");
+		reading.pop_front();
+		if (j + 2 < n)
+			start(j + 2);
 		for (const auto &r : l.batch(fd, j, len))
 			check(cudaMemcpyAsync(dev.get() + r.file_offset, l.list[r.buffer].ptr,
 					      r.length, cudaMemcpyHostToDevice, s.stream(j)),
@@ -360,11 +366,20 @@ void read_pipeline(const Layout &l, svmbatch::Reader &reader, int fd, std::size_
 	s.sync();
 }
 
-/// The reads alone: file -> buffers, batch after batch.
+/// The reads alone: file -> buffers, two batches at a time.
 void read_only(const Layout &l, svmbatch::Reader &reader, int fd, std::size_t len)
 {
-	for (std::size_t j = 0; j < l.batches(len); j++)
-		check_results(reader.read(l.batch(fd, j, len)), "read");
+	const std::size_t n = l.batches(len);
+	std::deque<svmbatch::IoBatch> reading;
+	for (std::size_t j = 0; j < n; j++) {
+		reading.push_back(reader.start(l.batch(fd, j, len)));
+		if (reading.size() == 2) {
+			check_results(reading.front().wait(), "read");
+			reading.pop_front();
+		}
+	}
+	for (auto &b : reading)
+		check_results(b.wait(), "read");
 }
 
 /// device -> buffers -> file (Writer); the copy of batch j + 1 overlaps
