@@ -102,6 +102,24 @@ void DriverPool::post(const std::shared_ptr<IoRun> &run, unsigned first)
 	cv_.notify_all();
 }
 
+void DriverPool::withdraw(const IoRun *run)
+{
+	std::vector<std::shared_ptr<IoRun>> withdrawn;
+	{
+		std::lock_guard lock(mutex_);
+		for (auto &queue : jobs_) {
+			auto it = std::find_if(queue.begin(), queue.end(),
+					       [run](const auto &r) { return r.get() == run; });
+			if (it != queue.end()) {
+				withdrawn.push_back(std::move(*it));
+				queue.erase(it);
+			}
+		}
+	}
+	for (const auto &r : withdrawn)
+		r->skip();
+}
+
 void DriverPool::serve(unsigned ring)
 {
 	for (;;) {
@@ -225,7 +243,7 @@ std::shared_ptr<IoRun> IoEngine::begin(std::span<const IoRequest> requests)
 	std::transform(requests.begin(), requests.end(), fds.begin(),
 		       [](const IoRequest &r) { return r.fd; });
 	auto run = std::make_shared<IoRun>(setup_, rings_for(requests), std::move(pieces),
-					   std::move(fds), submitted_);
+					   std::move(fds), submitted_, pool());
 	std::lock_guard lock(mutex_);
 	std::erase_if(in_flight_, [](const auto &r) { return r->done(); });
 	in_flight_.push_back(run);
@@ -270,7 +288,7 @@ IoBatch IoEngine::start(std::span<const IoRequest> requests)
 {
 	std::shared_ptr<IoRun> run = begin(requests);
 
-	pool().post(run, 0);
+	pool()->post(run, 0);
 	return IoRun::batch(std::move(run));
 }
 
@@ -282,16 +300,16 @@ std::vector<IoResult> IoEngine::run(std::span<const IoRequest> requests)
 	std::shared_ptr<IoRun> run = begin(requests);
 
 	if (run->rings() > 1)
-		pool().post(run, 1);
+		pool()->post(run, 1);
 	run->drive(0);
 	return run->wait();
 }
 
-DriverPool &IoEngine::pool()
+const std::shared_ptr<DriverPool> &IoEngine::pool()
 {
 	if (!pool_)
-		pool_ = std::make_unique<DriverPool>(static_cast<unsigned>(setup_.rings.size()));
-	return *pool_;
+		pool_ = std::make_shared<DriverPool>(static_cast<unsigned>(setup_.rings.size()));
+	return pool_;
 }
 
 } // namespace svmbatch::detail

@@ -55,6 +55,9 @@ public:
 	/// Rings [first, run->rings()) drive run; a ring without a thread
 	/// skips it.
 	void post(const std::shared_ptr<IoRun> &run, unsigned first);
+	/// run was cancelled: the rings that have not begun it skip it (it
+	/// may be queued behind a batch that never ends by itself).
+	void withdraw(const IoRun *run);
 
 private:
 	void serve(unsigned ring);
@@ -90,7 +93,7 @@ private:
 	bool idle();
 	void add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned depth, bool clone);
 	void limit_io_workers(::io_uring &ring);
-	DriverPool &pool();
+	const std::shared_ptr<DriverPool> &pool();
 
 	const FixedBuffers &fixed_;
 	IoOptions options_;
@@ -103,7 +106,7 @@ private:
 	unsigned old_limits_[2] = {0, 0};
 	std::mutex mutex_; ///< guards in_flight_
 	std::vector<std::shared_ptr<IoRun>> in_flight_; ///< batches not known done
-	std::unique_ptr<DriverPool> pool_;
+	std::shared_ptr<DriverPool> pool_; ///< the runs hold weak references
 	/// Shared with the runs, which may outlive a moved-from engine's use.
 	std::shared_ptr<std::atomic<std::size_t>> submitted_;
 };

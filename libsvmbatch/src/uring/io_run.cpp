@@ -250,11 +250,29 @@ private:
 } // namespace
 
 IoRun::IoRun(IoSetup setup, unsigned rings, std::vector<Piece> pieces, std::vector<int> request_fds,
-	     std::shared_ptr<std::atomic<std::size_t>> submitted)
+	     std::shared_ptr<std::atomic<std::size_t>> submitted, std::weak_ptr<DriverPool> pool)
 	: setup_(std::move(setup)), pieces_(std::move(pieces)),
 	  request_fds_(std::move(request_fds)), outcomes_(pieces_.size()),
-	  submitted_(std::move(submitted)), rings_(rings), drivers_left_(rings)
+	  submitted_(std::move(submitted)), pool_(std::move(pool)), rings_(rings),
+	  drivers_left_(rings)
 {}
+
+/*
+ * Pieces not yet taken end with ECANCELED, those in flight are asked to
+ * cancel, and the rings that have not begun the batch (it may be queued
+ * behind one that never ends by itself) skip it.
+ */
+void IoRun::cancel() noexcept
+{
+	cancelled_.store(true);
+	if (auto pool = pool_.lock()) {
+		try {
+			pool->withdraw(this);
+		} catch (...) {
+			/* No memory to withdraw: the rings will see the flag. */
+		}
+	}
+}
 
 IoRun::~IoRun()
 {

@@ -28,7 +28,8 @@ class IoRun {
 public:
 	/// rings: how many of setup's rings (the first ones) drive this batch.
 	IoRun(IoSetup setup, unsigned rings, std::vector<Piece> pieces,
-	      std::vector<int> request_fds, std::shared_ptr<std::atomic<std::size_t>> submitted);
+	      std::vector<int> request_fds, std::shared_ptr<std::atomic<std::size_t>> submitted,
+	      std::weak_ptr<DriverPool> pool);
 	~IoRun();
 	IoRun(const IoRun &) = delete;
 	IoRun &operator=(const IoRun &) = delete;
@@ -42,7 +43,8 @@ public:
 	/// share.
 	void skip() noexcept { driver_finished(); }
 	std::vector<IoResult> wait();
-	void cancel() noexcept { cancelled_.store(true); }
+	/// Stop the batch: see IoBatch::cancel().
+	void cancel() noexcept;
 	bool done() const noexcept { return done_.load(std::memory_order_acquire); }
 	/// Wait until every driver finished.  From any thread, any number of
 	/// times.
@@ -76,6 +78,7 @@ private:
 	std::vector<IoResult> results_;
 	std::shared_ptr<std::atomic<std::size_t>> submitted_; ///< the engine's, set at the end
 	std::atomic<std::size_t> count_{0}; ///< submitted by this batch
+	std::weak_ptr<DriverPool> pool_; ///< where the batch is queued
 	std::atomic<std::size_t> next_{0};
 	unsigned rings_;
 	std::atomic<unsigned> drivers_left_;
