@@ -26,6 +26,7 @@ SELFTESTS_OUT := $(BUILD)/selftests
 # ASan + UBSan build for the host tests.
 LIB_OUT := $(BUILD)/lib
 LIB_ASAN_OUT := $(BUILD)/lib-asan
+LIB_TSAN_OUT := $(BUILD)/lib-tsan
 LIB_PREFIX := /usr/local
 CMAKE_LIB = cmake -S libsvmbatch -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	-DCMAKE_INSTALL_PREFIX=$(LIB_PREFIX) $(2) >/dev/null && cmake --build $(1) -j$$(nproc)
@@ -37,7 +38,7 @@ KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 .PHONY: all check demo deps help clean ksrc
 .PHONY: kmod kmod-one kmod-built sparse-one checkpatch kernel-doc uapi-check
 .PHONY: selftests vmtest vmtest-one bench-kmod
-.PHONY: lib lib-asan lib-test lib-tidy cuda-programs install bench-lib
+.PHONY: lib lib-asan lib-tsan lib-test lib-test-tsan lib-tidy cuda-programs install bench-lib
 .PHONY: deb htmldocs shellcheck format format-check
 
 ## all          the module for every kernel of KERNELS, the selftests, the library
@@ -50,6 +51,15 @@ lib:
 ## lib-asan     the same with ASan + UBSan into build/lib-asan, with the library tests
 lib-asan:
 	$(call CMAKE_LIB,$(LIB_ASAN_OUT),-DSVMBATCH_SANITIZE=ON)
+
+## lib-tsan     the library and its tests with ThreadSanitizer into build/lib-tsan
+lib-tsan:
+	$(call CMAKE_LIB,$(LIB_TSAN_OUT),-DSVMBATCH_TSAN=ON -DSVMBATCH_EXAMPLES=OFF -DSVMBATCH_CLI=OFF)
+
+# GCC 12's TSan runtime aborts ("unexpected memory mapping") under the
+# mmap randomisation of recent kernels: the tests run with ASLR off
+# (setarch -R).  A race fails the run (halt_on_error).
+TSAN_RUN = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 setarch $$(uname -m) -R
 
 # Every C++ translation unit that CMake compiled in the ASan build: the
 # library, its tests, the command, the examples, the benchmarks and the
@@ -114,6 +124,10 @@ install: lib
 ## lib-test     the library tests on this host: userspace mode, ASan + UBSan
 lib-test: lib-asan
 	$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests
+
+## lib-test-tsan  the library tests on this host under ThreadSanitizer
+lib-test-tsan: lib-tsan
+	$(TSAN_RUN) $(LIB_TSAN_OUT)/tests/svmbatch_lib_tests
 
 # Every .PHONY target has one "## NAME  text" line, usually right above
 # its rule; help prints them and fails, naming it, on a target without one.

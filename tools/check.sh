@@ -109,6 +109,7 @@ else
 	tap_skip cuda-programs "no nvcc (CUDA toolkit) on this machine: make lib built no CUDA program"
 fi
 tap_step lib-asan-build make --no-print-directory lib-asan
+tap_step lib-tsan-build make --no-print-directory lib-tsan
 tap_step lib-clang-tidy make --no-print-directory lib-tidy
 tap_program lib-install tools/check-install.sh
 # A build with every optional GPU backend off (no ROCm, no libdrm headers
@@ -117,6 +118,12 @@ tap_program minimal-build tools/check-minimal-build.sh
 tap_step htmldocs make --no-print-directory htmldocs
 if [[ -x build/lib-asan/tests/svmbatch_lib_tests ]]; then
 	tap_program lib-tests-host build/lib-asan/tests/svmbatch_lib_tests
+fi
+# ThreadSanitizer over the same tests (the Reader's and Writer's threads);
+# ASLR off for GCC 12's TSan runtime, a race fails the run (Makefile).
+if [[ -x build/lib-tsan/tests/svmbatch_lib_tests ]]; then
+	tap_program lib-tests-tsan env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+		setarch "$(uname -m)" -R build/lib-tsan/tests/svmbatch_lib_tests
 fi
 if [[ -x build/lib/cli/svmbatch ]]; then
 	tap_program cli-tests tools/cli/cli_test.sh build/lib/cli/svmbatch
