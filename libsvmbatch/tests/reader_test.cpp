@@ -137,6 +137,23 @@ TEST_F(ReaderTest, InvalidRequestsAreRefusedBeforeAnythingIsSubmitted)
 	EXPECT_EQ(a[0], 0) << "nothing was read";
 }
 
+TEST_F(ReaderTest, ReadingIntoAReadOnlyBufferIsRefused)
+{
+	test::ScratchFile file(1 << 20);
+	std::vector<std::uint8_t> a(8192), source(8192, 7);
+	Buffer bufs[] = {{a.data(), a.size()}, {source.data(), source.size(), Access::ReadOnly}};
+	Registration r = ctx_->register_buffers(bufs);
+	FixedBuffers fixed = r.register_fixed(ring_->get());
+	Reader reader(ring_->get(), fixed);
+
+	std::vector<ReadRequest> rq{{file.fd(), 0, 4096, 0, 0}, {file.fd(), 0, 4096, 1, 0}};
+	Error e = expect_error([&] { (void)reader.read(rq); });
+	EXPECT_EQ(e.err(), EACCES);
+	EXPECT_EQ(e.buffer_index(), 1u);
+	EXPECT_EQ(reader.submitted(), 0u);
+	EXPECT_EQ(source[0], 7) << "the read-only buffer was not written";
+}
+
 TEST_F(ReaderTest, ODirectReadsAlignedRequestsAndRefusesOthers)
 {
 	test::ScratchFile file(1 << 20);

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include <svmbatch/api.h>
+#include <svmbatch/buffer.hpp>
 
 struct io_uring;
 
@@ -57,6 +58,9 @@ public:
 	/// The first (usually only) slice of caller buffer i.
 	const FixedSlice &operator[](std::size_t buffer) const;
 	std::span<const FixedSlice> slices(std::size_t buffer) const;
+	/// How caller buffer i was registered: a Reader refuses to read into a
+	/// ReadOnly one (io_uring itself pins every fixed buffer writable).
+	Access access(std::size_t buffer) const { return access_.at(buffer); }
 	/// Slots [first_slot(), first_slot() + nr_slots()) belong to this object.
 	unsigned first_slot() const noexcept { return first_slot_; }
 	unsigned nr_slots() const noexcept { return nr_slots_; }
@@ -85,6 +89,7 @@ private:
 	std::vector<FixedSlice> slices_;
 	std::vector<std::size_t> first_slice_{0}; ///< per buffer, plus end
 	std::vector<FixedSlice> slots_; ///< what each of our slots holds
+	std::vector<Access> access_; ///< per caller buffer
 };
 
 } // namespace svmbatch

@@ -33,7 +33,8 @@ using ReaderOptions = IoOptions;
 /// misalignment) are refused before anything is submitted with
 /// Error(EINVAL, Step::Validate): what() names the request by its index,
 /// buffer_index() is the request's buffer (no_index when there is no such
-/// buffer).  A ring that refuses submissions fails the pieces not yet
+/// buffer).  A read into a buffer registered Access::ReadOnly is refused
+/// the same way with EACCES.  A ring that refuses submissions fails the pieces not yet
 /// queued (their IoResult::err); only if the pieces in flight cannot be
 /// reaped either does the batch throw (Step::IoUringSubmit) from wait().
 /// Several batches may be in flight: every ring serves them in start()

@@ -208,6 +208,8 @@ FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 	nr_slots_ = static_cast<unsigned>(n);
 	window_ = window;
 	slice_buffers(s, plan, first, slices_, first_slice_);
+	for (const Buffer &b : s.buffers)
+		access_.push_back(b.access);
 	if (window)
 		update_window(ring, first, iov, plan);
 	else
@@ -219,7 +221,7 @@ FixedBuffers::FixedBuffers(FixedBuffers &&other) noexcept
 	: ring_(std::exchange(other.ring_, nullptr)), window_(other.window_),
 	  first_slot_(other.first_slot_), nr_slots_(other.nr_slots_),
 	  slices_(std::move(other.slices_)), first_slice_(std::exchange(other.first_slice_, {0})),
-	  slots_(std::move(other.slots_))
+	  slots_(std::move(other.slots_)), access_(std::move(other.access_))
 {}
 
 FixedBuffers &FixedBuffers::operator=(FixedBuffers &&other) noexcept
@@ -233,6 +235,7 @@ FixedBuffers &FixedBuffers::operator=(FixedBuffers &&other) noexcept
 		slices_ = std::move(other.slices_);
 		first_slice_ = std::exchange(other.first_slice_, {0});
 		slots_ = std::move(other.slots_);
+		access_ = std::move(other.access_);
 	}
 	return *this;
 }
@@ -254,6 +257,7 @@ void FixedBuffers::reset() noexcept
 	slices_.clear();
 	first_slice_.assign(1, 0);
 	slots_.clear();
+	access_.clear();
 }
 
 FixedBuffers FixedBuffers::mirror(::io_uring &ring, bool clone, bool &cloned) const
@@ -265,6 +269,7 @@ FixedBuffers FixedBuffers::mirror(::io_uring &ring, bool clone, bool &cloned) co
 	m.slices_ = slices_;
 	m.first_slice_ = first_slice_;
 	m.slots_ = slots_;
+	m.access_ = access_;
 	cloned = clone && ring_ && clone_table(ring, *ring_) == 0;
 	if (!cloned) {
 		std::vector<::iovec> iov;

@@ -237,7 +237,8 @@ IoEngine::~IoEngine()
 
 std::shared_ptr<IoRun> IoEngine::begin(std::span<const IoRequest> requests)
 {
-	std::vector<Piece> pieces = plan_pieces(requests, fixed_, options_);
+	std::vector<Piece> pieces =
+		plan_pieces(requests, fixed_, options_, setup_.op == IoOp::Read);
 	std::vector<int> fds(requests.size());
 
 	std::transform(requests.begin(), requests.end(), fds.begin(),

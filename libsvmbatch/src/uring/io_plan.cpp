@@ -34,7 +34,7 @@ std::size_t buffer_length(std::span<const FixedSlice> slices)
 /// Validate request i and append its pieces: one per slice it touches, cut
 /// further to at most max_io_bytes each.
 void cut_request(std::size_t i, const IoRequest &rq, const FixedBuffers &fixed,
-		 const IoOptions &options, std::vector<Piece> &pieces)
+		 const IoOptions &options, bool reading, std::vector<Piece> &pieces)
 {
 	const std::size_t align = options.direct_alignment;
 
@@ -42,6 +42,11 @@ void cut_request(std::size_t i, const IoRequest &rq, const FixedBuffers &fixed,
 		throw Error(EINVAL, Step::Validate,
 			    "request " + std::to_string(i) + ": no buffer " +
 				    std::to_string(rq.buffer));
+	if (reading && fixed.access(rq.buffer) == Access::ReadOnly)
+		throw Error(EACCES, Step::Validate,
+			    "request " + std::to_string(i) + " reads into read-only buffer " +
+				    std::to_string(rq.buffer),
+			    rq.buffer);
 	auto slices = fixed.slices(rq.buffer);
 	std::size_t buffer_len = buffer_length(slices);
 	if (rq.buffer_offset > buffer_len || rq.length > buffer_len - rq.buffer_offset)
@@ -81,13 +86,13 @@ void cut_request(std::size_t i, const IoRequest &rq, const FixedBuffers &fixed,
 } // namespace
 
 std::vector<Piece> plan_pieces(std::span<const IoRequest> requests, const FixedBuffers &fixed,
-			       const IoOptions &options)
+			       const IoOptions &options, bool reading)
 {
 	std::vector<Piece> pieces;
 
 	pieces.reserve(requests.size());
 	for (std::size_t i = 0; i < requests.size(); i++)
-		cut_request(i, requests[i], fixed, options, pieces);
+		cut_request(i, requests[i], fixed, options, reading, pieces);
 	return pieces;
 }
 

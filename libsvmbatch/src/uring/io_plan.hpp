@@ -30,6 +30,6 @@ bool is_direct(int fd);
 /// pieces, request by request in file order.  Throws Error(EINVAL,
 /// Step::Validate) naming the first bad request; nothing is cut then.
 std::vector<Piece> plan_pieces(std::span<const IoRequest> requests, const FixedBuffers &fixed,
-			       const IoOptions &options);
+			       const IoOptions &options, bool reading);
 
 } // namespace svmbatch::detail
