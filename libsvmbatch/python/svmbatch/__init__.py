@@ -1,0 +1,67 @@
+# SPDX-License-Identifier: MIT
+"""svmbatch: register scattered buffers for GPUs and io_uring in one step.
+
+    import svmbatch
+    ctx = svmbatch.Context()                      # kernel mode if /dev/svmbatch opens
+    with ctx.register([buf_a, buf_b, (addr, n)]) as reg:
+        with svmbatch.Reader(reg) as reader:
+            reader.read([(fd, 0, n, 0)])          # READ_FIXED into buffer 0
+
+Buffers are (address, length[, read_only]) tuples, buffer-protocol objects
+(bytearray, mmap, numpy arrays) or DLPack producers of host memory (torch
+CPU tensors); the registration keeps them alive.  reg.buffer(i) hands a
+buffer back to any framework through DLPack (torch.from_dlpack,
+numpy.from_dlpack) or the buffer protocol.  svmbatch.torch has the PyTorch
+entry points: pin(), Arena and load_safetensors().
+"""
+
+from ._errors import ArenaFullError, Error, error_class
+from ._svmbatch import (
+    Arena,
+    BufferSharing,
+    Context,
+    DmaBuf,
+    GpuAddressKind,
+    GpuBackend,
+    GpuMapping,
+    Info,
+    IoBatch,
+    IoRequest,
+    IoResult,
+    Mode,
+    Parallelism,
+    Reader,
+    RegisteredBuffer,
+    Registration,
+    SyncMode,
+    Writer,
+    built_backends,
+    map,  # noqa: A004 - the library's name for it
+    mode_name,
+    process_pinned_bytes,
+    read_module_stats,
+)
+
+try:
+    from ._svmbatch import CudaBackend, CudaMemory
+except ImportError:  # a build without the CUDA backend
+    CudaBackend = None
+    CudaMemory = None
+
+
+def check(results, what="I/O"):
+    """Raise svmbatch.Error for the first failed IoResult of results."""
+    for i, r in enumerate(results):
+        if r.err:
+            raise error_class(r.err)(r.err, f"{what}: request {i}: only {r.bytes} bytes",
+                                     "io", i, 0)
+    return results
+
+
+__all__ = [
+    "Arena", "ArenaFullError", "BufferSharing", "Context", "CudaBackend", "CudaMemory",
+    "DmaBuf", "Error", "GpuAddressKind", "GpuBackend", "GpuMapping", "Info", "IoBatch",
+    "IoRequest", "IoResult", "Mode", "Parallelism", "Reader", "RegisteredBuffer",
+    "Registration", "SyncMode", "Writer", "built_backends", "check", "map", "mode_name",
+    "process_pinned_bytes", "read_module_stats",
+]

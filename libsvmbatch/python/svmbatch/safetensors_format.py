@@ -1,0 +1,167 @@
+# SPDX-License-Identifier: MIT
+"""The safetensors file format, read and written without the safetensors
+package: an 8-byte little-endian header length N, N bytes of UTF-8 JSON
+(``{"name": {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]},
+..., "__metadata__": {"key": "value"}}``), then the data, every tensor's
+bytes at [begin, end) of it, row-major, little-endian.  The tensors cover
+the data exactly: no holes, no overlaps, nothing after the last one.
+
+Everything a hostile file can get wrong is a :class:`FormatError` (a
+ValueError) naming the file and what is wrong with it.
+"""
+
+import json
+import os
+import struct
+from dataclasses import dataclass
+
+#: Largest header accepted (the safetensors package's own limit).
+MAX_HEADER_BYTES = 100 << 20
+
+#: dtype string -> bytes per element
+ITEM_BYTES = {
+    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
+    "I32": 4, "U32": 4, "F32": 4,
+    "I64": 8, "U64": 8, "F64": 8,
+}
+
+
+class FormatError(ValueError):
+    """A file that is not valid safetensors."""
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One tensor of the file: [begin, end) of the data section."""
+
+    name: str
+    dtype: str
+    shape: tuple
+    begin: int
+    end: int
+
+    @property
+    def nbytes(self):
+        return self.end - self.begin
+
+
+@dataclass(frozen=True)
+class Header:
+    """A parsed, validated header: entries sorted by offset."""
+
+    entries: tuple
+    metadata: dict
+    data_start: int  # file offset of the data section
+    data_bytes: int
+
+
+def _pread_exact(fd, n, offset, path):
+    out = os.pread(fd, n, offset)
+    if len(out) != n:
+        raise FormatError(f"{path}: truncated: {len(out)} of {n} bytes at offset {offset}")
+    return out
+
+
+def _no_duplicates(pairs):
+    out = {}
+    for key, value in pairs:
+        if key in out:
+            raise FormatError(f"duplicate key {key!r}")
+        out[key] = value
+    return out
+
+
+def _entry(path, name, spec):
+    where = f"{path}: tensor {name!r}"
+    if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
+        raise FormatError(f"{where}: expected dtype, shape and data_offsets, got {spec!r:.200}")
+    dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
+    if dtype not in ITEM_BYTES:
+        raise FormatError(f"{where}: unknown dtype {dtype!r}")
+    if (not isinstance(shape, list) or
+            not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
+        raise FormatError(f"{where}: shape {shape!r:.200} is not a list of sizes")
+    if (not isinstance(offsets, list) or len(offsets) != 2 or
+            not all(isinstance(o, int) and not isinstance(o, bool) and o >= 0 for o in offsets)):
+        raise FormatError(f"{where}: data_offsets {offsets!r:.200} are not [begin, end]")
+    begin, end = offsets
+    if end < begin:
+        raise FormatError(f"{where}: data_offsets [{begin}, {end}] are out of order")
+    elements = 1
+    for d in shape:
+        elements *= d
+    if elements * ITEM_BYTES[dtype] != end - begin:
+        raise FormatError(f"{where}: shape {shape} x {dtype} is {elements * ITEM_BYTES[dtype]} "
+                          f"bytes, data_offsets span {end - begin}")
+    return Entry(name, dtype, tuple(shape), begin, end)
+
+
+def read_header(fd, path="<fd>"):
+    """Parse and validate the header of the safetensors file open at fd."""
+    size = os.fstat(fd).st_size
+    if size < 8:
+        raise FormatError(f"{path}: truncated: {size} bytes, no 8-byte header length")
+    (n,) = struct.unpack("<Q", _pread_exact(fd, 8, 0, path))
+    if n > MAX_HEADER_BYTES:
+        raise FormatError(f"{path}: header of {n} bytes is over the {MAX_HEADER_BYTES} limit")
+    if 8 + n > size:
+        raise FormatError(f"{path}: header length {n} reaches past the end of the file "
+                          f"({size} bytes)")
+    raw = _pread_exact(fd, n, 8, path)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise FormatError(f"{path}: header is not UTF-8: {e}") from None
+    try:
+        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+    except FormatError as e:
+        raise FormatError(f"{path}: header: {e}") from None
+    except ValueError as e:
+        raise FormatError(f"{path}: header is not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise FormatError(f"{path}: header is not a JSON object")
+    metadata = doc.pop("__metadata__", None) or {}
+    if not isinstance(metadata, dict) or not all(
+            isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+        raise FormatError(f"{path}: __metadata__ is not an object of strings")
+    entries = sorted((_entry(path, name, spec) for name, spec in doc.items()),
+                     key=lambda e: (e.begin, e.end))
+    data_bytes = size - 8 - n
+    at = 0
+    for e in entries:
+        if e.begin < at:
+            raise FormatError(f"{path}: tensor {e.name!r} at [{e.begin}, {e.end}) overlaps "
+                              f"the tensor before it (which ends at {at})")
+        if e.begin > at:
+            raise FormatError(f"{path}: a hole of {e.begin - at} bytes before tensor "
+                              f"{e.name!r}")
+        at = e.end
+    if at > data_bytes:
+        raise FormatError(f"{path}: the tensors end at data offset {at}, past the end of "
+                          f"the file ({data_bytes} bytes of data): truncated or out of range")
+    if at < data_bytes:
+        raise FormatError(f"{path}: {data_bytes - at} bytes after the last tensor")
+    return Header(tuple(entries), metadata, 8 + n, data_bytes)
+
+
+def encode_header(entries, metadata=None):
+    """The header bytes (length and JSON, padded with spaces to 8 bytes)
+    for entries, a list of (name, dtype, shape, nbytes) laid out in order.
+    Returns (header bytes, [(name, begin, end)])."""
+    doc = {}
+    if metadata:
+        if not all(isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
+            raise ValueError("metadata must map strings to strings")
+        doc["__metadata__"] = dict(metadata)
+    spans = []
+    at = 0
+    for name, dtype, shape, nbytes in entries:
+        if name == "__metadata__":
+            raise ValueError("a tensor cannot be named __metadata__")
+        doc[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + nbytes]}
+        spans.append((name, at, at + nbytes))
+        at += nbytes
+    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text, spans

@@ -1,0 +1,154 @@
+# SPDX-License-Identifier: MIT
+"""svmbatch.torch.Arena: exact-size pinned memory, tensors carved with no
+driver call, blocks back when tensors die."""
+
+import errno
+import gc
+import os
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import svmbatch  # noqa: E402
+import svmbatch.torch as sbt  # noqa: E402
+from conftest import needs_cuda  # noqa: E402
+
+DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.uint8, torch.int8,
+          torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64]
+
+
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_carved_tensors_have_shape_dtype_and_arena_memory(dtype):
+    with sbt.Arena(4 << 20, huge_pages=False, cuda=False) as arena:
+        t = arena.empty((7, 9), dtype)
+        assert t.shape == (7, 9) and t.dtype == dtype and t.is_contiguous()
+        base = arena.base_address
+        assert base <= t.data_ptr() < base + arena.capacity
+        assert t.data_ptr() % 256 == 0
+        t.fill_(1)
+        assert bool((t == 1).all())
+        like = arena.empty_like(t)
+        assert like.shape == t.shape and like.dtype == dtype
+
+
+def test_memory_returns_when_the_tensor_dies():
+    with sbt.Arena(1 << 20, cuda=False) as arena:
+        assert arena.capacity == 1 << 20
+        a = arena.empty(1000, torch.float32)
+        b = arena.empty((10, 10), torch.int64)
+        assert arena.live_blocks == 2
+        assert arena.used == arena.rounded(4000) + arena.rounded(800)
+        view = a[10:20]
+        del a
+        gc.collect()
+        assert arena.live_blocks == 2, "a view keeps the block"
+        del view, b
+        assert arena.live_blocks == 0 and arena.used == 0
+        assert arena.largest_free == 1 << 20, "the free blocks coalesced"
+
+
+def test_exhaustion_and_fragmentation_are_clear_errors():
+    with sbt.Arena(1 << 20, huge_pages=False, cuda=False) as arena:
+        with pytest.raises(svmbatch.ArenaFullError) as e:
+            arena.empty(2 << 20, torch.uint8)
+        assert not e.value.fragmented and "arena full" in str(e.value)
+        blocks = [arena.empty(64 << 10, torch.uint8) for _ in range(16)]
+        with pytest.raises(MemoryError):
+            arena.empty(1, torch.uint8)
+        del blocks[::2]  # every other 64 KiB block free: 512 KiB, in pieces
+        with pytest.raises(svmbatch.ArenaFullError) as e:
+            arena.empty(128 << 10, torch.uint8)
+        assert e.value.fragmented and "fragmented" in str(e.value)
+        assert e.value.largest_free == 64 << 10
+        ok = arena.empty(64 << 10, torch.uint8)  # still serves what fits
+        assert ok.numel() == 64 << 10
+
+
+def test_the_arena_outlives_close_while_tensors_live(baseline):
+    arena = sbt.Arena(2 << 20, cuda=False)
+    t = arena.empty(1024, torch.float32)
+    t.fill_(3)
+    arena.close()
+    with pytest.raises(ValueError, match="closed"):
+        arena.empty(1, torch.uint8)
+    assert float(t.sum()) == 3 * 1024, "the memory is still mapped"
+    del t
+
+
+def test_blocks_freed_from_many_threads():
+    with sbt.Arena(8 << 20, cuda=False) as arena:
+        tensors = [arena.empty(4096, torch.uint8) for _ in range(512)]
+        chunks = [tensors[i::8] for i in range(8)]
+        del tensors
+
+        def drop(chunk):
+            chunk.clear()
+
+        threads = [threading.Thread(target=drop, args=(c,)) for c in chunks]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join()
+        del chunks
+        assert arena.live_blocks == 0 and arena.used == 0
+
+
+@pytest.mark.parametrize("huge_pages,kind", [(True, "thp"), ("thp", "thp"), (False, "none")])
+def test_page_kinds(huge_pages, kind):
+    with sbt.Arena(3 << 20, huge_pages=huge_pages, cuda=False) as arena:
+        assert arena.huge_pages == kind
+        assert arena.capacity == 3 << 20
+        if kind == "thp":
+            assert arena.base_address % (2 << 20) == 0
+            assert arena.mapped_bytes == 4 << 20
+
+
+def test_hugetlb_without_reserved_pages_is_a_clean_error(baseline):
+    with open("/proc/sys/vm/nr_hugepages") as f:
+        reserved = int(f.read())
+    if reserved:
+        with sbt.Arena(2 << 20, huge_pages="hugetlb", cuda=False) as arena:
+            assert arena.huge_pages == "hugetlb"
+        return
+    with pytest.raises(svmbatch.Error) as e:
+        sbt.Arena(2 << 20, huge_pages="hugetlb", cuda=False)
+    assert e.value.errno == errno.ENOMEM and "hugetlb" in str(e.value)
+
+
+def test_numa_binding(baseline):
+    with sbt.Arena(2 << 20, numa_node=0, cuda=False) as arena:
+        assert arena.numa_node == 0
+    with pytest.raises(svmbatch.Error) as e:
+        sbt.Arena(2 << 20, numa_node=1000, cuda=False)
+    assert e.value.errno == errno.EINVAL
+    with pytest.raises(ValueError):
+        sbt.Arena(2 << 20, numa_node=-1, cuda=False)
+    with pytest.raises(ValueError):
+        sbt.Arena(2 << 20, huge_pages="giant", cuda=False)
+
+
+def test_arena_memory_is_registered_for_io(tmp_path):
+    data = os.urandom(1 << 20)
+    path = tmp_path / "data"
+    path.write_bytes(data)
+    with sbt.Arena(4 << 20, cuda=False) as arena:
+        t = arena.empty(1 << 20, torch.uint8)
+        fd = os.open(path, os.O_RDONLY)
+        with svmbatch.Reader(arena.registration) as reader:
+            off = t.data_ptr() - arena.base_address
+            svmbatch.check(reader.read([(fd, 0, 1 << 20, 0, off)]))
+        os.close(fd)
+        assert bytes(t.numpy()) == data
+
+
+@needs_cuda
+def test_arena_tensors_are_pinned_for_cuda():
+    with sbt.Arena(64 << 20) as arena:
+        assert arena.cuda
+        t = arena.empty((1024, 1024), torch.float32)
+        t.copy_(torch.randn(1024, 1024))
+        assert t.is_pinned()
+        g = t.to("cuda", non_blocking=True)
+        torch.cuda.synchronize()
+        assert torch.equal(g.cpu(), t)

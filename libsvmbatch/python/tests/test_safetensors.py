@@ -1,0 +1,172 @@
+# SPDX-License-Identifier: MIT
+"""load_safetensors / save_safetensors against files written by a minimal
+writer of this test (not ours, not the safetensors package's) and against
+the safetensors package itself; every kind of hostile file."""
+
+import json
+import os
+import struct
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import svmbatch.torch as sbt  # noqa: E402
+from conftest import needs_cuda  # noqa: E402
+from svmbatch.safetensors_format import FormatError  # noqa: E402
+
+# The minimal writer: names, dtypes and raw bytes, laid out in the given order.
+CODES = {torch.float32: "F32", torch.float16: "F16", torch.bfloat16: "BF16",
+         torch.float64: "F64", torch.int64: "I64", torch.int32: "I32", torch.int16: "I16",
+         torch.int8: "I8", torch.uint8: "U8", torch.bool: "BOOL"}
+
+
+def raw_bytes(t):
+    return t.contiguous().view(-1).view(torch.uint8).numpy().tobytes() if t.numel() else b""
+
+
+def write_minimal(path, tensors, header_override=None, pad=True):
+    header, data = {}, b""
+    for name, t in tensors.items():
+        b = raw_bytes(t)
+        header[name] = {"dtype": CODES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [len(data), len(data) + len(b)]}
+        data += b
+    if header_override is not None:
+        header = header_override
+    text = json.dumps(header).encode() if not isinstance(header, bytes) else header
+    if pad:
+        text += b" " * (-len(text) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text + data)
+
+
+def sample():
+    g = torch.Generator().manual_seed(7)
+    return {
+        "embed.weight": torch.randn(300, 64, generator=g),
+        "layer.0.bias": torch.randn(64, generator=g).to(torch.float16),
+        "layer.0.w": torch.randn(64, 64, generator=g).to(torch.bfloat16),
+        "ids": torch.arange(1000, dtype=torch.int64),
+        "mask": torch.rand(33, generator=g) > 0.5,
+        "scalar": torch.tensor(3.5, dtype=torch.float64),
+        "empty": torch.zeros(0, 4),
+        "small": torch.tensor([1, -2, 3], dtype=torch.int8),
+        "u8": torch.arange(200, dtype=torch.uint8),
+        "i16": torch.arange(-50, 50, dtype=torch.int16),
+        "i32": torch.arange(77, dtype=torch.int32),
+    }
+
+
+def assert_same(got, want):
+    assert sorted(got) == sorted(want)
+    for k in want:
+        assert got[k].dtype == want[k].dtype, k
+        assert got[k].shape == want[k].shape, k
+        assert raw_bytes(got[k].cpu()) == raw_bytes(want[k]), k
+
+
+def test_load_a_minimal_writer_file(tmp_path, baseline):
+    path = tmp_path / "m.safetensors"
+    write_minimal(path, sample())
+    assert_same(sbt.load_safetensors(str(path), device="cpu"), sample())
+
+
+def test_save_then_load_and_dtype_conversion(tmp_path, baseline):
+    path = str(tmp_path / "s.safetensors")
+    sbt.save_safetensors(sample(), path, metadata={"format": "pt"}, fsync=True)
+    assert_same(sbt.load_safetensors(path, device="cpu"), sample())
+    half = sbt.load_safetensors(path, device="cpu", dtype=torch.float16)
+    assert half["embed.weight"].dtype == torch.float16
+    assert half["ids"].dtype == torch.int64, "integers are not converted"
+    assert not [f for f in os.listdir(tmp_path) if ".tmp-" in f]
+
+
+def test_large_tensors_through_several_threads(tmp_path, baseline):
+    big = {f"t{i}": torch.randn(1 << 18) for i in range(12)}  # 12 MiB
+    path = str(tmp_path / "big.safetensors")
+    sbt.save_safetensors(big, path, threads=4)
+    assert_same(sbt.load_safetensors(path, device="cpu", threads=4), big)
+
+
+def test_the_reference_reads_ours_and_we_read_the_reference(tmp_path):
+    st = pytest.importorskip("safetensors.torch")
+    ours = str(tmp_path / "ours.safetensors")
+    theirs = str(tmp_path / "theirs.safetensors")
+    sbt.save_safetensors(sample(), ours, metadata={"a": "b"})
+    assert_same(st.load_file(ours), sample())
+    st.save_file(sample(), theirs, metadata={"a": "b"})
+    assert_same(sbt.load_safetensors(theirs, device="cpu"), st.load_file(theirs))
+
+
+def test_save_refuses_bad_input(tmp_path):
+    with pytest.raises(TypeError):
+        sbt.save_safetensors([torch.ones(1)], str(tmp_path / "x"))
+    with pytest.raises(ValueError, match="__metadata__"):
+        sbt.save_safetensors({"__metadata__": torch.ones(1)}, str(tmp_path / "x"))
+    assert not os.listdir(tmp_path)
+
+
+def entry(dtype, shape, begin, end):
+    return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
+
+
+HOSTILE = {
+    "empty file": (b"", "truncated"),
+    "short length": (b"\x01\x02\x03", "truncated"),
+    "length past the end": (struct.pack("<Q", 1000) + b"{}", "past the end"),
+    "header over 100 MiB": (struct.pack("<Q", (100 << 20) + 1) + b"{}", "limit"),
+    "not UTF-8": (struct.pack("<Q", 8) + b'{"\xff\xfe":1}', "UTF-8"),
+    "not JSON": (struct.pack("<Q", 8) + b"{nope:1}", "not JSON"),
+    "not an object": (struct.pack("<Q", 8) + b"[1,2,3] ", "not a JSON object"),
+}
+HOSTILE_HEADERS = {
+    "unknown dtype": ({"a": entry("F128", [1], 0, 16)}, 16, "unknown dtype"),
+    "out of range": ({"a": entry("F32", [4], 0, 16)}, 8, "past the end"),
+    "overlapping": ({"a": entry("F32", [2], 0, 8), "b": entry("F32", [2], 4, 12)}, 12,
+                    "overlaps"),
+    "unordered": ({"a": entry("F32", [1], 8, 4)}, 8, "out of order"),
+    "a hole": ({"a": entry("F32", [1], 0, 4), "b": entry("F32", [1], 8, 12)}, 12, "hole"),
+    "trailing bytes": ({"a": entry("F32", [1], 0, 4)}, 12, "after the last tensor"),
+    "shape x dtype": ({"a": entry("F32", [3], 0, 8)}, 8, "shape"),
+    "negative dim": ({"a": entry("F32", [-1], 0, 4)}, 4, "shape"),
+    "bad offsets": ({"a": entry("F32", [1], "0", 4)}, 4, "data_offsets"),
+    "missing key": ({"a": {"dtype": "F32", "shape": [1]}}, 4, "expected"),
+    "bad metadata": ({"__metadata__": {"a": 1}}, 0, "__metadata__"),
+    "duplicate key": (b'{"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},'
+                      b'"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}}', 1, "duplicate"),
+}
+
+
+@pytest.mark.parametrize("device", ["cpu", pytest.param("cuda", marks=needs_cuda)])
+@pytest.mark.parametrize("case", sorted(HOSTILE) + sorted(HOSTILE_HEADERS))
+def test_hostile_files_are_value_errors_and_leak_nothing(tmp_path, baseline, case, device):
+    path = tmp_path / "hostile.safetensors"
+    if case in HOSTILE:
+        blob, message = HOSTILE[case]
+        path.write_bytes(blob)
+    else:
+        header, data_bytes, message = HOSTILE_HEADERS[case]
+        write_minimal(path, {}, header_override=header)
+        with open(path, "ab") as f:
+            f.write(b"\0" * data_bytes)
+    if device == "cuda":
+        before = torch.cuda.memory_allocated()
+    with pytest.raises(ValueError, match=message) as e:
+        sbt.load_safetensors(str(path), device=device)
+    assert isinstance(e.value, FormatError) and str(path) in str(e.value)
+    if device == "cuda":
+        assert torch.cuda.memory_allocated() == before
+
+
+@needs_cuda
+@pytest.mark.parametrize("staging", [4 << 20, 256 << 20])
+def test_load_to_cuda_equals_the_reference(tmp_path, staging):
+    st = pytest.importorskip("safetensors.torch")
+    tensors = sample()
+    tensors.update({f"big{i}": torch.randn(3 << 18) for i in range(5)})  # spans many chunks
+    path = str(tmp_path / "gpu.safetensors")
+    st.save_file(tensors, path)
+    got = sbt.load_safetensors(path, device="cuda", staging_bytes=staging, chunk_bytes=1 << 20)
+    want = st.load_file(path, device="cuda")
+    assert all(v.is_cuda for v in got.values())
+    assert_same({k: v.cpu() for k, v in got.items()}, {k: v.cpu() for k, v in want.items()})

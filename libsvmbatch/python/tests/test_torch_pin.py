@@ -1,0 +1,113 @@
+# SPDX-License-Identifier: MIT
+"""svmbatch.torch.pin: one registration of many tensors' storages."""
+
+import errno
+import mmap
+import warnings
+
+import pytest
+
+torch = pytest.importorskip("torch")
+import svmbatch  # noqa: E402
+import svmbatch.torch as sbt  # noqa: E402
+from conftest import has_cuda, needs_cuda  # noqa: E402
+
+
+def test_pin_registers_every_storage_once(baseline):
+    tensors = [torch.empty(16384) for _ in range(200)]
+    views = [tensors[0][:10], tensors[0][5:]]  # the same storage again
+    with sbt.pin(tensors + views) as pinned:
+        reg = pinned.registration
+        assert len(reg) == 200, "one buffer per storage"
+        assert pinned.ranges <= 200
+        spans = {b[0] for b in reg.buffers}
+        assert all(t.data_ptr() in spans for t in tensors)
+        if not has_cuda():
+            assert not pinned.cuda and "CUDA is absent" in pinned.cuda_reason
+    assert reg.closed
+
+
+def test_pin_merges_touching_storages(baseline):
+    big = torch.empty(1 << 20, dtype=torch.uint8)
+    parts = [big[i << 16:(i + 1) << 16].clone() for i in range(4)]
+    # Views of one storage: one range; clones: wherever malloc put them.
+    with sbt.pin([big] + parts) as pinned:
+        assert pinned.ranges <= 5
+        assert len(pinned.registration) == 5
+
+
+def test_pin_keeps_the_storages_alive(baseline):
+    t = torch.ones(100000)
+    addr = t.data_ptr()
+    pinned = sbt.pin([t])
+    del t
+    assert pinned.tensors[0].data_ptr() == addr
+    assert float(pinned.tensors[0].sum()) == 100000.0
+    pinned.close()
+
+
+def test_pin_failure_names_the_tensor_and_leaves_nothing(baseline):
+    ro = mmap.mmap(-1, 2 * mmap.PAGESIZE, prot=mmap.PROT_READ)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "non-writable buffer"
+        read_only = torch.frombuffer(ro, dtype=torch.uint8)
+    good = [torch.empty(1000) for _ in range(3)]
+    with pytest.raises(svmbatch.Error) as e:
+        sbt.pin(good + [read_only])
+    assert e.value.errno == errno.EFAULT
+    assert e.value.buffer_index == 3 and "tensor 3" in str(e.value)
+    del read_only
+
+
+def test_pin_refuses_what_is_not_a_cpu_tensor():
+    with pytest.raises(ValueError, match="tensor 1: meta"):
+        sbt.pin([torch.empty(4), torch.empty(4, device="meta")])
+    with pytest.raises(TypeError, match="tensor 0"):
+        sbt.pin([bytearray(10)])
+
+
+def test_pin_without_cuda_when_required_is_enodev():
+    if has_cuda():
+        pytest.skip("CUDA is present")
+    with pytest.raises(svmbatch.Error) as e:
+        sbt.pin([torch.empty(4)], cuda=True)
+    assert e.value.errno == errno.ENODEV
+
+
+def test_pinned_tensors_feed_the_reader(tmp_path, baseline):
+    data = torch.arange(1 << 18, dtype=torch.int32)
+    path = tmp_path / "ints"
+    path.write_bytes(data.numpy().tobytes())
+    dst = [torch.zeros(1 << 16, dtype=torch.int32) for _ in range(4)]
+    import os
+    fd = os.open(path, os.O_RDONLY)
+    with sbt.pin(dst, cuda=False) as pinned, svmbatch.Reader(pinned.registration) as reader:
+        svmbatch.check(reader.read([(fd, i << 18, 1 << 18, i) for i in range(4)]))
+    os.close(fd)
+    assert torch.equal(torch.cat(dst), data)
+
+
+@needs_cuda
+def test_pinned_tensors_are_pinned_for_cuda(baseline):
+    tensors = [torch.randn(1 << 16) for _ in range(64)]
+    assert not tensors[0].is_pinned()
+    with sbt.pin(tensors) as pinned:
+        assert pinned.cuda and pinned.cuda_reason is None
+        assert all(t.is_pinned() for t in tensors)
+        gpu = [t.to("cuda", non_blocking=True) for t in tensors]
+        torch.cuda.synchronize()
+        assert all(torch.equal(g.cpu(), t) for g, t in zip(gpu, tensors))
+    assert not tensors[0].is_pinned()
+
+
+@needs_cuda
+def test_copy_from_pinned_tensor_is_asynchronous():
+    t = torch.randn(64 << 20 >> 2)
+    with sbt.pin([t]):
+        stream = torch.cuda.current_stream()
+        torch.cuda._sleep(2_000_000_000)  # ~1 s of GPU time queued first
+        g = t.to("cuda", non_blocking=True)
+        # The copy is queued behind the sleep: to() returned without it.
+        assert not stream.query()
+        stream.synchronize()
+        assert torch.equal(g.cpu(), t)
