@@ -39,14 +39,29 @@ KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 .PHONY: kmod kmod-one kmod-built sparse-one checkpatch kernel-doc uapi-check
 .PHONY: selftests vmtest vmtest-one bench-kmod
 .PHONY: lib lib-asan lib-tsan lib-test lib-test-tsan lib-tidy cuda-programs install bench-lib
-.PHONY: deb htmldocs shellcheck format format-check
+.PHONY: deb htmldocs shellcheck format format-check python python-test
 
 ## all          the module for every kernel of KERNELS, the selftests, the library
 all: kmod selftests lib
 
 ## lib          libsvmbatch, its examples, command and benchmarks (release) into build/lib
 lib:
-	$(call CMAKE_LIB,$(LIB_OUT))
+	$(call CMAKE_LIB,$(LIB_OUT),-DPython3_EXECUTABLE=$(PYTHON))
+
+# The Python package is built by make lib where pybind11 and Python's
+# headers are (SVMBATCH_PYTHON); make python insists on it.  Debian's
+# interpreter, not a pyenv or venv one that sees none of Debian's modules.
+PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
+PYTHON_PATH := $(LIB_OUT)/python:$(BUILD)/pydeps
+
+## python       the Python package svmbatch into build/lib/python (pybind11)
+python:
+	$(call CMAKE_LIB,$(LIB_OUT),-DSVMBATCH_PYTHON=ON -DPython3_EXECUTABLE=$(PYTHON))
+
+## python-test  the Python tests (pytest, Debian's torch) on this host, userspace mode
+python-test: python
+	tools/python-deps.sh $(PYTHON)
+	PYTHONPATH=$(PYTHON_PATH) $(PYTHON) -m pytest -q libsvmbatch/python/tests
 
 ## lib-asan     the same with ASan + UBSan into build/lib-asan, with the library tests
 lib-asan:
@@ -70,13 +85,21 @@ CUDA_INC ?= /usr/local/cuda/include
 CXX_UNITS = $$(jq -r '.[].file | select(endswith(".cpp")) | select(startswith("$(BUILD)/") | not)' \
 	$(LIB_ASAN_OUT)/compile_commands.json | sort -u)
 
-## lib-tidy     clang-tidy (.clang-tidy files) over every C++ file of the ASan build
-lib-tidy: lib-asan
+# The Python extension is built only in the release build (make python):
+# its units are checked with that build's compile_commands.json.
+PY_UNITS = $$(jq -r '.[].file | select(contains("/python/src/"))' \
+	$(LIB_OUT)/compile_commands.json | sort -u)
+
+## lib-tidy     clang-tidy (.clang-tidy files) over every C++ file of the ASan build and the Python extension
+lib-tidy: lib-asan python
 	@units=$(CXX_UNITS); test -n "$$units"; \
 	echo "clang-tidy: $$(wc -w <<<"$$units") files"; \
 	xargs -n 4 -P $$(nproc) clang-tidy -p $(LIB_ASAN_OUT) --quiet \
 		$(if $(wildcard $(CUDA_INC)/cuda_runtime.h),--extra-arg=-isystem$(CUDA_INC)) \
-		<<<"$$units"
+		<<<"$$units" && \
+	units=$(PY_UNITS); test -n "$$units"; \
+	echo "clang-tidy: $$(wc -w <<<"$$units") files of the Python extension"; \
+	xargs -n 4 -P $$(nproc) clang-tidy -p $(LIB_OUT) --quiet <<<"$$units"
 
 # The CUDA programs (.cu files, and .cpp files that include cuda_runtime.h)
 # that CMake compiled in the release build (compile_commands.json: the

@@ -125,6 +125,14 @@ if [[ -x build/lib-tsan/tests/svmbatch_lib_tests ]]; then
 	tap_program lib-tests-tsan env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
 		setarch "$(uname -m)" -R build/lib-tsan/tests/svmbatch_lib_tests
 fi
+# The Python package with Debian's torch (CPU), userspace mode; the
+# reference safetensors from PyPI (pinned, into build/pydeps).
+tap_step python-build make --no-print-directory python
+tap_step python-deps tools/python-deps.sh
+if [[ -d build/lib/python/svmbatch ]]; then
+	tap_program python-tests env PYTHONPATH=build/lib/python:build/pydeps \
+		/usr/bin/python3 -m pytest -p no:terminal -p no:cacheprovider libsvmbatch/python/tests
+fi
 if [[ -x build/lib/cli/svmbatch ]]; then
 	tap_program cli-tests tools/cli/cli_test.sh build/lib/cli/svmbatch
 fi

@@ -24,6 +24,7 @@ PACKAGES=(
 	debhelper dh-dkms dkms dpkg-dev fakeroot adduser
 	flex bison libssl-dev
 	shellcheck clang-format-14 jq
+	python3-dev pybind11-dev python3-pytest python3-numpy python3-torch libtorch-dev python3-pip
 )
 read -ra KERNELS <<<"$SVMBATCH_KERNELS"
 
