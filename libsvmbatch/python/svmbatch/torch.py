@@ -279,23 +279,25 @@ def _load_cpu(fd, header, outputs, path, threads, context):
         _check_read(reader.read(requests), [e.name for e in entries], path)
 
 
-def _load_gpu(fd, header, outputs, path, threads, context, staging_bytes, chunk_bytes):
-    """Read into a ring of registered, CUDA-mapped staging slots on several
-    cores; copy each slot to the GPU tensors it covers on a CUDA stream as
-    soon as its read completes, and read into it again once its copies are
-    done.  groups batches are in flight at once."""
+def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chunk_bytes, cuda):
+    """Read into a ring of registered (and CUDA-mapped) staging slots on
+    several cores; copy each slot to the tensors it covers (on the CUDA
+    stream) as soon as its read completes, and read into it again once its
+    copies are done.  groups batches are in flight at once.  cuda=False
+    copies to CPU tensors the same way (the tests of the ring's logic)."""
     chunk_bytes = max(1 << 20, chunk_bytes // 4096 * 4096)
     slots = max(2, staging_bytes // chunk_bytes)
     groups = 4 if slots >= 8 else 2
     per_group = slots // groups
     slots = per_group * groups
-    backend, reason = cuda_backend()
-    if backend is None:
-        raise RuntimeError(f"{path}: device cuda: {reason}")
-    stream = _torch.cuda.current_stream()
+    if cuda:
+        backend, reason = cuda_backend()
+        if backend is None:
+            raise RuntimeError(f"{path}: device cuda: {reason}")
+    stream = _torch.cuda.current_stream() if cuda else None
     flat = {e.name: _bytes_of(outputs[e.name]) for e in header.entries if e.nbytes}
     order = [e for e in header.entries if e.nbytes]
-    with Arena(slots * chunk_bytes, context=context, cuda=True) as arena:
+    with Arena(slots * chunk_bytes, context=context, cuda=cuda) as arena:
         staging = arena.empty((slots * chunk_bytes,), _torch.uint8)
         base = staging.data_ptr() - arena.base_address
         reader = _svmbatch.Reader(arena.registration, threads=threads)
@@ -328,9 +330,9 @@ def _load_gpu(fd, header, outputs, path, threads, context, staging_bytes, chunk_
                         flat[e.name][a - e.begin:b - e.begin].copy_(
                             slot[a - c_off:b - c_off], non_blocking=True)
                         k += 1
-                ev = _torch.cuda.Event()
-                ev.record(stream)
-                events[group] = ev
+                if cuda:
+                    events[group] = _torch.cuda.Event()
+                    events[group].record(stream)
 
             for n, first in enumerate(range(0, len(chunks), per_group)):
                 group = n % groups
@@ -345,7 +347,8 @@ def _load_gpu(fd, header, outputs, path, threads, context, staging_bytes, chunk_
                 pending.append((group, first, reader.start(requests)))
             while pending:
                 copy_out(*pending.popleft())
-            stream.synchronize()
+            if cuda:
+                stream.synchronize()
         finally:
             pending = None
             reader.close()
@@ -353,14 +356,16 @@ def _load_gpu(fd, header, outputs, path, threads, context, staging_bytes, chunk_
 
 
 def load_safetensors(path, device="cuda", dtype=None, *, threads=0, context=None,
-                     staging_bytes=256 << 20, chunk_bytes=8 << 20):
+                     staging_bytes=256 << 20, chunk_bytes=8 << 20, staged=None):
     """Load a safetensors file: a dict name -> tensor on device, equal to
     safetensors.torch.load_file(path, device).  The file is parsed here
     (hostile files raise ValueError), read with READ_FIXED on several
     cores (threads: 0 = the CPUs, at most 16); for CUDA through a ring of
     staging_bytes of registered, CUDA-mapped staging buffers whose H2D
     copies overlap the reads; for the CPU straight into the tensors.
-    dtype converts the floating-point tensors after loading."""
+    dtype converts the floating-point tensors after loading.  staged=True
+    loads CPU tensors through the staging ring too (staged=None: for CUDA
+    only)."""
     device = _torch.device(device)
     if device.type == "cuda" and device.index is None:
         device = _torch.device("cuda", _torch.cuda.current_device())
@@ -373,8 +378,11 @@ def load_safetensors(path, device="cuda", dtype=None, *, threads=0, context=None
                    for e in header.entries}
         if device.type == "cuda":
             with _torch.cuda.device(device):
-                _load_gpu(fd, header, outputs, path, threads, context, staging_bytes,
-                          chunk_bytes)
+                _load_staged(fd, header, outputs, path, threads, context, staging_bytes,
+                             chunk_bytes, cuda=True)
+        elif staged:
+            _load_staged(fd, header, outputs, path, threads, context, staging_bytes,
+                         chunk_bytes, cuda=False)
         else:
             _load_cpu(fd, header, outputs, path, threads, context)
     finally:

@@ -88,6 +88,21 @@ def test_large_tensors_through_several_threads(tmp_path, baseline):
     assert_same(sbt.load_safetensors(path, device="cpu", threads=4), big)
 
 
+@pytest.mark.parametrize("staging,chunk", [(2 << 20, 1 << 20), (8 << 20, 1 << 20),
+                                           (64 << 20, 8 << 20)])
+def test_the_staging_ring_copies_every_byte_once(tmp_path, baseline, staging, chunk):
+    """The CUDA path's ring on the CPU: tensors across chunk edges, chunks
+    holding many small tensors, the ring wrapping around many times."""
+    tensors = sample()
+    tensors.update({f"big{i}": torch.randn((3 << 18) + i) for i in range(4)})
+    tensors.update({f"tiny{i}": torch.full((i + 1,), i, dtype=torch.int16) for i in range(50)})
+    path = str(tmp_path / "ring.safetensors")
+    write_minimal(path, tensors)
+    got = sbt.load_safetensors(path, device="cpu", staged=True, staging_bytes=staging,
+                               chunk_bytes=chunk, threads=3)
+    assert_same(got, tensors)
+
+
 def test_the_reference_reads_ours_and_we_read_the_reference(tmp_path):
     st = pytest.importorskip("safetensors.torch")
     ours = str(tmp_path / "ours.safetensors")
