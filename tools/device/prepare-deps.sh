@@ -26,6 +26,10 @@ for pc in liburing libdrm libdrm_amdgpu; do
 		-e 's|^includedir=.*|includedir=${prefix}/include|' \
 		"$lib/pkgconfig/$pc.pc" >"$out/lib/pkgconfig/$pc.pc"
 done
+# pytest for the Python tests with the venv's interpreter (pure Python,
+# from PyPI; the venv may lack it): run.sh uses it when the venv has none.
+/usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+	--target "$out"/pytest 'pytest==8.3.3'
 du -sh "$out"
 # The commit the device run measures (results name it).
 echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- libsvmbatch tools examples || echo -dirty)" >"$out"/COMMIT

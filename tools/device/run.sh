@@ -12,9 +12,13 @@
 # benchmark, and writes under $OUT:
 #   env.txt  build.log  cuda-tests.log  cuda_scatter_read.log  cuda-bench.json  cuda-bench.log
 #   pipeline-bench.json  pipeline-bench.log
+#   python-build.log  python-tests.log  torch-bench.json  torch-bench.log
 # Ends with "N passed, N failed" over: build, ABI check, tests, example,
-# benchmark, pipeline benchmark.  SVMBATCH_DEVICE_STEPS=pipeline runs only
-# the build and the pipeline benchmark (device time is scarce).
+# benchmark, pipeline benchmark, the Python package's build, its tests
+# with the venv's torch and CUDA, the torch benchmark.
+# SVMBATCH_DEVICE_STEPS picks groups (comma-separated; default all): cuda
+# (ABI check, tests, example, benchmark), pipeline, torch; the build always
+# runs (device time is scarce).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-/tmp/svmbatch-device-out}
@@ -89,7 +93,9 @@ build() {
 }
 step build build >"$OUT/build.log" 2>&1
 tail -20 "$OUT/build.log"
-if [[ ${SVMBATCH_DEVICE_STEPS:-all} == all ]]; then
+steps=${SVMBATCH_DEVICE_STEPS:-all}
+want() { [[ $steps == all || ,$steps, == *,$1,* ]]; }
+if want cuda; then
 	step cuda-abi-check cmake --build "$work/build" --target cuda_abi_check
 	step cuda-tests "$work/build/examples/cuda_device_tests" >"$OUT/cuda-tests.log" 2>&1
 	grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) |^#|Failure|Expected|Which|actual' "$OUT/cuda-tests.log" | head -60
@@ -102,9 +108,32 @@ fi
 # file <-> GPU at the machine's bandwidth: a 4 GiB file in the page cache
 # (tmpfs: no writeback to the disk disturbs the write figures) and 1 GiB
 # with O_DIRECT on the root disk.
-step pipeline-bench "$work/build/examples/pipeline_bench" --dir /dev/shm --gib 4 \
-	--direct-dir /var/tmp --direct-gib 1 --reps 5 \
-	>"$OUT/pipeline-bench.json" 2>"$OUT/pipeline-bench.log"
-cat "$OUT/pipeline-bench.log"
+if want pipeline; then
+	step pipeline-bench "$work/build/examples/pipeline_bench" --dir /dev/shm --gib 4 \
+		--direct-dir /var/tmp --direct-gib 1 --reps 5 \
+		>"$OUT/pipeline-bench.json" 2>"$OUT/pipeline-bench.log"
+	cat "$OUT/pipeline-bench.log"
+fi
+# The Python package built against the venv's interpreter and pybind11,
+# its tests with the venv's torch and safetensors (pytest carried in
+# build/device-deps/pytest where the venv has none), the benchmark.
+python_build() {
+	cmake -S libsvmbatch -B "$work/build" -DSVMBATCH_PYTHON=ON -DPython3_EXECUTABLE="$python" \
+		-Dpybind11_DIR="$("$python" -m pybind11 --cmakedir)" &&
+	cmake --build "$work/build" -j "$(nproc)" --target svmbatch_python
+}
+if want torch; then
+	pypath=$work/build/python
+	"$python" -c 'import pytest' 2>/dev/null || pypath=$pypath:$deps/pytest
+	step python-build python_build >"$OUT/python-build.log" 2>&1
+	tail -5 "$OUT/python-build.log"
+	step python-tests env PYTHONPATH="$pypath" "$python" -m pytest -p no:cacheprovider -rs \
+		libsvmbatch/python/tests >"$OUT/python-tests.log" 2>&1
+	tail -30 "$OUT/python-tests.log"
+	step torch-bench env PYTHONPATH="$pypath" "$python" tools/bench/torch_bench.py \
+		--dir /dev/shm --gib 4,16 --cold-dir /var/tmp --reps 5 \
+		>"$OUT/torch-bench.json" 2>"$OUT/torch-bench.log"
+	cat "$OUT/torch-bench.log"
+fi
 echo "device run: $passed passed, $failed failed"
 [[ $failed == 0 ]]

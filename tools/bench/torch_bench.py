@@ -1,0 +1,266 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""svmbatch.torch against what a torch user does today (H100, torch 2.11):
+
+- pin: N tensors from torch.empty, one svmbatch.torch.pin() against a
+  per-tensor cudaHostRegister loop and against tensor.pin_memory();
+- arena: 2000 tensors carved from an Arena against
+  torch.empty(..., pin_memory=True), each in a fresh process;
+- load: a safetensors checkpoint (hot page cache: tmpfs) with
+  load_safetensors(device="cuda") against safetensors.torch.load_file(
+  device="cuda"), against a CPU load + .to("cuda"), and against 16 threads
+  of plain os.preadv of the same file (no GPU copy); cold (caches dropped)
+  where --cold-dir is given and /proc/sys/vm/drop_caches is writable.
+
+Every loaded checkpoint is compared with safetensors' on the GPU, byte for
+byte.  JSON on stdout with a top-level "summary"; medians of --reps.
+"""
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import torch
+
+import svmbatch
+import svmbatch.torch as sbt
+
+
+def median_ms(fn, reps, setup=None, teardown=None):
+    times = []
+    for _ in range(reps):
+        state = setup() if setup else None
+        t0 = time.perf_counter()
+        out = fn(state)
+        times.append((time.perf_counter() - t0) * 1e3)
+        if teardown:
+            teardown(out)
+    return statistics.median(times), times
+
+
+def bench_pin(n, nbytes, reps):
+    tensors = [torch.empty(nbytes // 4) for _ in range(n)]
+    for t in tensors:
+        t.fill_(1)  # faulted in, as a user's tensors are
+    cudart = torch.cuda.cudart()
+    ranges = []
+
+    def ours(_):
+        p = sbt.pin(tensors)
+        ranges.append(p.ranges)
+        return p
+
+    pin_ms, pin_all = median_ms(ours, reps, teardown=lambda p: p.close())
+
+    def loop(_):
+        for t in tensors:
+            rc = cudart.cudaHostRegister(t.data_ptr(), t.numel() * 4, 0)
+            assert int(rc) == 0, rc
+
+    def unloop(_):
+        for t in tensors:
+            cudart.cudaHostUnregister(t.data_ptr())
+
+    loop_ms, loop_all = median_ms(loop, reps, teardown=unloop)
+    pm_ms, pm_all = median_ms(lambda _: [t.pin_memory() for t in tensors], reps)
+    return {
+        "tensors": n, "tensor_bytes": nbytes, "ranges_after_merge": ranges[0],
+        "svmbatch_pin_ms": pin_ms, "cudaHostRegister_loop_ms": loop_ms, "pin_memory_ms": pm_ms,
+        "pin_memory_first_ms": pm_all[0],
+        "speedup_vs_loop": loop_ms / pin_ms, "speedup_vs_pin_memory": pm_ms / pin_ms,
+        "all_ms": {"svmbatch": pin_all, "loop": loop_all, "pin_memory": pm_all},
+    }
+
+
+ARENA_CHILD = r"""
+import json, sys, time, torch
+torch.cuda.init(); torch.empty(1, device="cuda"); torch.cuda.synchronize()
+n, nbytes, how = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+out = {}
+if how == "arena":
+    import svmbatch.torch as sbt
+    t0 = time.perf_counter()
+    arena = sbt.Arena(n * nbytes + (1 << 20))
+    out["arena_create_ms"] = (time.perf_counter() - t0) * 1e3
+    t0 = time.perf_counter()
+    ts = [arena.empty((nbytes // 4,), torch.float32) for _ in range(n)]
+    out["alloc_ms"] = (time.perf_counter() - t0) * 1e3
+    out["pinned"] = all(t.is_pinned() for t in ts[:10])
+else:
+    t0 = time.perf_counter()
+    ts = [torch.empty((nbytes // 4,), dtype=torch.float32, pin_memory=True) for _ in range(n)]
+    out["alloc_ms"] = (time.perf_counter() - t0) * 1e3
+    out["pinned"] = all(t.is_pinned() for t in ts[:10])
+print(json.dumps(out))
+"""
+
+
+def bench_arena(n, nbytes, reps):
+    def child(how):
+        r = subprocess.run([sys.executable, "-c", ARENA_CHILD, str(n), str(nbytes), how],
+                           check=True, capture_output=True, text=True)
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    arena = [child("arena") for _ in range(reps)]
+    pm = [child("pin_memory") for _ in range(reps)]
+    a_ms = statistics.median(r["alloc_ms"] for r in arena)
+    create = statistics.median(r["arena_create_ms"] for r in arena)
+    p_ms = statistics.median(r["alloc_ms"] for r in pm)
+    assert all(r["pinned"] for r in arena + pm)
+    return {"tensors": n, "tensor_bytes": nbytes, "arena_alloc_ms": a_ms,
+            "arena_create_ms": create, "pin_memory_true_ms": p_ms,
+            "speedup": p_ms / a_ms, "speedup_with_arena_creation": p_ms / (a_ms + create)}
+
+
+def make_checkpoint(path, gib):
+    """gib GiB in bf16 matrices of 32 MiB and small fp32 biases: a model's shape."""
+    big = 32 << 20
+    n = (gib << 30) // big
+    g = torch.Generator().manual_seed(1)
+    tensors = {}
+    base = torch.randint(-30000, 30000, (big // 2,), dtype=torch.int16, generator=g)
+    for i in range(n):
+        tensors[f"layers.{i}.weight"] = (base + i).view(torch.bfloat16).view(4096, 4096)
+        tensors[f"layers.{i}.bias"] = torch.full((4096,), float(i))
+    t0 = time.perf_counter()
+    sbt.save_safetensors(tensors, path)
+    return time.perf_counter() - t0, os.path.getsize(path)
+
+
+def preadv16(path, size, threads=16, piece=64 << 20):
+    dst = torch.empty(size, dtype=torch.uint8)
+    view = memoryview(dst.numpy())
+    fd = os.open(path, os.O_RDONLY)
+    offsets = list(range(0, size, piece))
+
+    def work(k):
+        for off in offsets[k::threads]:
+            n = min(piece, size - off)
+            got = os.preadv(fd, [view[off:off + n]], off)
+            assert got == n
+
+    t0 = time.perf_counter()
+    ths = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+    for t in ths:
+        t.start()
+    for t in ths:
+        t.join()
+    dt = time.perf_counter() - t0
+    os.close(fd)
+    return dt
+
+
+def gpu_equal(a, b):
+    return sorted(a) == sorted(b) and all(
+        a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and
+        torch.equal(a[k].view(-1).view(torch.uint8), b[k].view(-1).view(torch.uint8))
+        for k in a)
+
+
+def drop_caches():
+    try:
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("3\n")
+        return True
+    except OSError:
+        return False
+
+
+def bench_load(path, reps, cold=False):
+    import safetensors.torch as st
+    size = os.path.getsize(path)
+    gb = size / 1e9
+    out = {"file": path, "bytes": size, "cold": cold}
+
+    def timed(fn):
+        times = []
+        for _ in range(1 if cold else reps):
+            if cold:
+                drop_caches()
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            r = fn()
+            torch.cuda.synchronize()
+            times.append(time.perf_counter() - t0)
+            if not cold and _ < reps - 1:
+                del r
+                torch.cuda.empty_cache()
+        return statistics.median(times), r
+
+    t_ours, ours = timed(lambda: sbt.load_safetensors(path, device="cuda"))
+    out["svmbatch_GBps"] = gb / t_ours
+    del ours
+    torch.cuda.empty_cache()
+    t_st, ref = timed(lambda: st.load_file(path, device="cuda"))
+    out["safetensors_cuda_GBps"] = gb / t_st
+    ours = sbt.load_safetensors(path, device="cuda")
+    out["byte_exact_vs_safetensors"] = gpu_equal(ours, ref)
+    del ours, ref
+    torch.cuda.empty_cache()
+    if not cold:
+        t_cpu, r = timed(lambda: {k: v.to("cuda") for k, v in st.load_file(path).items()})
+        out["cpu_load_then_to_cuda_GBps"] = gb / t_cpu
+        del r
+        torch.cuda.empty_cache()
+        out["preadv16_GBps"] = gb / statistics.median(preadv16(path, size) for _ in range(reps))
+    out["speedup_vs_safetensors"] = out["svmbatch_GBps"] / out["safetensors_cuda_GBps"]
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--dir", default="/dev/shm")
+    ap.add_argument("--gib", default="4,16")
+    ap.add_argument("--cold-dir", default=None)
+    ap.add_argument("--cold-gib", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=5)
+    args = ap.parse_args()
+    torch.cuda.init()
+    torch.empty(1, device="cuda")
+    res = {"machine": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+                       "cpus": os.cpu_count(), "kernel": os.uname().release,
+                       "mode": svmbatch.mode_name(sbt.default_context().mode)},
+           "reps": args.reps}
+    print("pin...", file=sys.stderr)
+    res["pin"] = [bench_pin(2000, 64 << 10, args.reps), bench_pin(256, 16 << 20, args.reps)]
+    print("arena...", file=sys.stderr)
+    res["arena"] = bench_arena(2000, 64 << 10, args.reps)
+    res["load"] = []
+    for gib in [int(g) for g in args.gib.split(",")]:
+        path = os.path.join(args.dir, f"svmbatch-bench-{gib}g.safetensors")
+        print(f"load {gib} GiB...", file=sys.stderr)
+        save_s, size = make_checkpoint(path, gib)
+        r = bench_load(path, args.reps)
+        r["save_GBps"] = size / 1e9 / save_s
+        res["load"].append(r)
+        os.unlink(path)
+        print(json.dumps(r), file=sys.stderr)
+    if args.cold_dir and drop_caches():
+        path = os.path.join(args.cold_dir, "svmbatch-bench-cold.safetensors")
+        print("cold load...", file=sys.stderr)
+        make_checkpoint(path, args.cold_gib)
+        res["load_cold"] = bench_load(path, 1, cold=True)
+        os.unlink(path)
+    first = res["load"][0]
+    res["summary"] = {
+        "load_GBps": first["svmbatch_GBps"],
+        "safetensors_cuda_GBps": first["safetensors_cuda_GBps"],
+        "load_speedup_vs_safetensors": first["speedup_vs_safetensors"],
+        "preadv16_GBps": first["preadv16_GBps"],
+        "pin_speedup": res["pin"][0]["speedup_vs_loop"],
+        "arena_speedup": res["arena"]["speedup"],
+        "checkpoint_gib": int(args.gib.split(",")[0]),
+    }
+    json.dump(res, sys.stdout, indent=2)
+    print()
+    ok = all(r["byte_exact_vs_safetensors"] for r in res["load"])
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
