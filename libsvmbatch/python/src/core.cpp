@@ -159,7 +159,7 @@ std::pair<Buffer, HeldBuffer> parse_buffer(py::handle item, std::size_t index)
 	}
 	throw py::type_error(buffer_label(index) + "expected (address, length[, read_only]), " +
 			     "an object with the buffer protocol or a DLPack producer, got " +
-			     std::string(py::str(item.get_type().attr("__name__"))));
+			     std::string(Py_TYPE(item.ptr())->tp_name));
 }
 
 std::shared_ptr<PyRegistration> register_buffers(Context &ctx, const py::iterable &items)
