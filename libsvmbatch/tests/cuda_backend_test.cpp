@@ -113,6 +113,29 @@ TEST_F(FakeCuda, MapsEveryBufferOnceAndUnregistersOnDestruction)
 	EXPECT_EQ(cuda.classify(bufs[3].ptr), CudaMemory::Unknown);
 }
 
+TEST_F(FakeCuda, RegistersTheBuffersBytesNotTheirWholePages)
+{
+	CudaBackend cuda(fake());
+	Pages pages(3);
+	char *first = pages.p + 100, *second = pages.p + page + 50;
+	Buffer bufs[] = {{first, page - 200}, {second, 1000}}; /* touching pages: one range */
+	Registration r = ctx_->register_buffers(bufs);
+	ASSERT_EQ(r.ranges().size(), 1u);
+	GpuMapping m = r.map(cuda);
+
+	EXPECT_EQ(m.device_pointer<char>(0), first);
+	EXPECT_EQ(m.device_pointer<char>(1), second);
+	EXPECT_EQ(cuda.classify(first), CudaMemory::Host);
+	EXPECT_EQ(cuda.classify(second + 999), CudaMemory::Host);
+	EXPECT_EQ(cuda.classify(pages.p), CudaMemory::Unknown) << "before the first buffer";
+	EXPECT_EQ(cuda.classify(second + 1000), CudaMemory::Unknown) << "after the last one";
+	/* The rest of the first page is free for another registration. */
+	Buffer neighbour{pages.p, 100};
+	Registration other = ctx_->register_buffers({&neighbour, 1});
+	GpuMapping m2 = other.map(cuda);
+	EXPECT_EQ(m2.device_pointer<char>(0), pages.p);
+}
+
 TEST_F(FakeCuda, RangeKFailingUnregistersRangesBeforeIt)
 {
 	CudaBackend cuda(fake());

@@ -142,13 +142,46 @@ std::vector<CudaMemory> classify_ranges(const LibCuda &d, const Registration &re
 	return kind;
 }
 
-/// cuMemHostRegister the ranges of plain host memory into owner, all or
-/// nothing; per range its device pointer (0 where CUDA knew the memory).
+/// Per range, the bytes its buffers cover: from the first byte of the
+/// first to the last byte of the last (clipped to the range).  CUDA
+/// registers those, not the whole pages: the rest of a page belongs to
+/// whoever else malloc put there, and a later buffer there that straddled
+/// a registered region's edge would fail every cudaMemcpy with
+/// cudaErrorInvalidValue.
+std::vector<KernelRange> covered_spans(const Registration &registration)
+{
+	auto ranges = registration.ranges();
+	auto buffers = registration.buffers();
+	std::vector<KernelRange> span(ranges.size());
+	std::vector<std::uintptr_t> end(ranges.size(), 0);
+
+	for (std::size_t r = 0; r < ranges.size(); r++) {
+		span[r] = ranges[r];
+		span[r].addr = ranges[r].addr + ranges[r].len;
+	}
+	for (std::size_t i = 0; i < buffers.size(); i++) {
+		const auto start = reinterpret_cast<std::uintptr_t>(buffers[i].ptr);
+		const std::uintptr_t stop = start + buffers[i].len;
+		for (std::size_t r = registration.location(i).range;
+		     r < ranges.size() && ranges[r].addr < stop; r++) {
+			span[r].addr = std::min(span[r].addr, std::max(start, ranges[r].addr));
+			end[r] = std::max(end[r], std::min(stop, ranges[r].addr + ranges[r].len));
+		}
+	}
+	for (std::size_t r = 0; r < ranges.size(); r++)
+		span[r].len = end[r] - span[r].addr;
+	return span;
+}
+
+/// cuMemHostRegister the spans of plain host memory into owner, all or
+/// nothing; per range its span's device pointer (0 where CUDA knew the
+/// memory).
 std::vector<cu::DevicePtr> register_ranges(const LibCuda &d, const Registration &registration,
+					   const std::vector<KernelRange> &spans,
 					   const std::vector<CudaMemory> &kind, bool read_only,
 					   CudaHostRegistration &owner)
 {
-	auto ranges = registration.ranges();
+	const auto &ranges = spans;
 	std::vector<cu::DevicePtr> range_dptr(ranges.size());
 
 	for (std::size_t r = 0; r < ranges.size(); r++) {
@@ -189,6 +222,7 @@ std::vector<cu::DevicePtr> register_ranges(const LibCuda &d, const Registration 
 /// memory is its own device pointer.  CUDA's own host memory: ask per
 /// buffer, since its block need not start at our page-aligned range.
 std::vector<std::uint64_t> buffer_addresses(const LibCuda &d, const Registration &registration,
+					    const std::vector<KernelRange> &spans,
 					    const std::vector<CudaMemory> &kind,
 					    const std::vector<cu::DevicePtr> &range_dptr,
 					    CudaHostRegistration &owner)
@@ -202,7 +236,9 @@ std::vector<std::uint64_t> buffer_addresses(const LibCuda &d, const Registration
 
 		switch (kind[loc.range]) {
 		case CudaMemory::Unknown:
-			dptr = range_dptr[loc.range] + loc.offset;
+			dptr = range_dptr[loc.range] +
+			       (reinterpret_cast<std::uintptr_t>(buffers[i].ptr) -
+				spans[loc.range].addr);
 			break;
 		case CudaMemory::Managed:
 			dptr = reinterpret_cast<std::uintptr_t>(buffers[i].ptr);
@@ -263,10 +299,11 @@ GpuMapping CudaBackend::map(const Registration &registration)
 	CudaCurrent current(*ctx_);
 	std::vector<CudaMemory> kind = classify_ranges(d, registration);
 	auto owner = std::make_unique<CudaHostRegistration>(ctx_);
+	std::vector<KernelRange> spans = covered_spans(registration);
 	std::vector<cu::DevicePtr> range_dptr =
-		register_ranges(d, registration, kind, read_only_, *owner);
+		register_ranges(d, registration, spans, kind, read_only_, *owner);
 	std::vector<std::uint64_t> addresses =
-		buffer_addresses(d, registration, kind, range_dptr, *owner);
+		buffer_addresses(d, registration, spans, kind, range_dptr, *owner);
 
 	return {name(), GpuAddressKind::DevicePointer, std::move(addresses), std::move(owner)};
 }

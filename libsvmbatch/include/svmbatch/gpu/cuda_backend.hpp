@@ -31,7 +31,10 @@ enum class CudaMemory {
 /// NVIDIA GPUs through the CUDA driver API, loaded at run time (dlopen of
 /// libcuda.so.1: libsvmbatch neither links nor needs CUDA).  map()
 /// cuMemHostRegister's each merged range (PORTABLE | DEVICEMAP, plus
-/// READ_ONLY for read-only ranges where the device supports it) and gives
+/// READ_ONLY for read-only ranges where the device supports it): the bytes
+/// its buffers cover, not its whole pages, since the rest of a page may
+/// hold someone else's heap memory (CUDA refuses copies of a buffer that
+/// straddles a registered region's edge).  It gives
 /// per caller buffer the device pointer of cuMemHostGetDevicePointer.  It
 /// is transactional: if range k fails, ranges 0..k-1 are unregistered
 /// before the Error (carrying the CUresult) is thrown.  Ranges CUDA
