@@ -133,6 +133,13 @@ if [[ -d build/lib/python/svmbatch ]]; then
 	tap_program python-tests env PYTHONPATH=build/lib/python:build/pydeps \
 		/usr/bin/python3 -m pytest -p no:terminal -p no:cacheprovider libsvmbatch/python/tests
 fi
+# <svmbatch/torch.hpp> against Debian's libtorch-dev (make lib builds it
+# where CMake finds Torch).
+if [[ -x build/lib/tests/svmbatch_torch_tests ]]; then
+	tap_program torch-cpp-tests build/lib/tests/svmbatch_torch_tests
+else
+	tap_skip torch-cpp-tests "make lib found no libtorch (libtorch-dev): svmbatch_torch_tests not built"
+fi
 if [[ -x build/lib/cli/svmbatch ]]; then
 	tap_program cli-tests tools/cli/cli_test.sh build/lib/cli/svmbatch
 fi
