@@ -16,6 +16,7 @@ io_uring) and say why CUDA is absent (``cuda_reason``).
 """
 
 import os
+import threading
 from collections import deque
 
 import torch as _torch
@@ -25,7 +26,8 @@ from . import _svmbatch
 from ._errors import Error, error_class
 from .safetensors_format import ITEM_BYTES, encode_header, read_header
 
-__all__ = ["Arena", "Pinned", "cuda_backend", "load_safetensors", "pin", "save_safetensors"]
+__all__ = ["Arena", "Pinned", "cuda_backend", "load_safetensors", "pin", "release_staging",
+           "save_safetensors"]
 
 _context = None
 _backends = {}
@@ -279,6 +281,48 @@ def _load_cpu(fd, header, outputs, path, threads, context):
         _check_read(reader.read(requests), [e.name for e in entries], path)
 
 
+class _Staging:
+    """The staging ring of _load_staged: registered (CUDA-mapped) memory
+    and a Reader over it, kept for the next load (a sharded checkpoint is
+    several files) until release_staging()."""
+
+    def __init__(self, key, nbytes, context, cuda, threads):
+        self.key = key
+        self.arena = Arena(nbytes, context=context, cuda=cuda)
+        self.tensor = self.arena.empty((nbytes,), _torch.uint8)
+        self.offset = self.tensor.data_ptr() - self.arena.base_address
+        self.reader = _svmbatch.Reader(self.arena.registration, threads=threads)
+
+    def close(self):
+        self.reader.close()
+        self.arena.close()
+        self.tensor = None
+
+
+_staging = None
+_staging_lock = threading.Lock()
+
+
+def release_staging():
+    """Free the staging ring that load_safetensors keeps between loads."""
+    global _staging
+    with _staging_lock:
+        if _staging is not None:
+            _staging.close()
+            _staging = None
+
+
+def _staging_for(key, nbytes, context, cuda, threads):
+    """The cached ring if it fits key (the caller holds _staging_lock)."""
+    global _staging
+    if _staging is None or _staging.key != key:
+        if _staging is not None:
+            _staging.close()
+            _staging = None
+        _staging = _Staging(key, nbytes, context, cuda, threads)
+    return _staging
+
+
 def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chunk_bytes, cuda):
     """Read into a ring of registered (and CUDA-mapped) staging slots on
     several cores; copy each slot to the tensors it covers (on the CUDA
@@ -297,62 +341,75 @@ def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chu
     stream = _torch.cuda.current_stream() if cuda else None
     flat = {e.name: _bytes_of(outputs[e.name]) for e in header.entries if e.nbytes}
     order = [e for e in header.entries if e.nbytes]
-    with Arena(slots * chunk_bytes, context=context, cuda=cuda) as arena:
-        staging = arena.empty((slots * chunk_bytes,), _torch.uint8)
-        base = staging.data_ptr() - arena.base_address
-        reader = _svmbatch.Reader(arena.registration, threads=threads)
-        try:
-            # The data section in chunks: (file offset, length).
-            chunks = [(off, min(chunk_bytes, header.data_bytes - off))
-                      for off in range(0, header.data_bytes, chunk_bytes)]
-            events = [None] * groups
-            pending = deque()
-            t_index = 0  # first tensor that may overlap the next chunk
+    key = (slots * chunk_bytes, cuda, _torch.cuda.current_device() if cuda else -1, threads,
+           id(context))
+    # One load at a time uses the cached ring; a concurrent one gets its own.
+    shared = _staging_lock.acquire(blocking=False)
+    try:
+        ring = _staging_for(key, slots * chunk_bytes, context, cuda, threads) if shared else \
+            _Staging(key, slots * chunk_bytes, context, cuda, threads)
+    except BaseException:
+        if shared:
+            _staging_lock.release()
+        raise
+    staging, base, reader = ring.tensor, ring.offset, ring.reader
+    pending = deque()
+    try:
+        # The data section in chunks: (file offset, length).
+        chunks = [(off, min(chunk_bytes, header.data_bytes - off))
+                  for off in range(0, header.data_bytes, chunk_bytes)]
+        events = [None] * groups
+        t_index = 0  # first tensor that may overlap the next chunk
 
-            def copy_out(group, first, batch):
-                nonlocal t_index
-                results = batch.wait()
-                for j, r in enumerate(results):
-                    if r.err:
-                        raise error_class(r.err)(
-                            r.err, f"{path}: reading data bytes at {chunks[first + j][0]}: "
-                            f"{os.strerror(r.err)}", "io", None, 0)
-                for j in range(len(results)):
-                    c_off, c_len = chunks[first + j]
-                    slot = staging[(group * per_group + j) * chunk_bytes:][:c_len]
-                    while t_index < len(order) and order[t_index].end <= c_off:
-                        t_index += 1
-                    k = t_index
-                    while k < len(order) and order[k].begin < c_off + c_len:
-                        e = order[k]
-                        a = max(e.begin, c_off)
-                        b = min(e.end, c_off + c_len)
-                        flat[e.name][a - e.begin:b - e.begin].copy_(
-                            slot[a - c_off:b - c_off], non_blocking=True)
-                        k += 1
-                if cuda:
-                    events[group] = _torch.cuda.Event()
-                    events[group].record(stream)
-
-            for n, first in enumerate(range(0, len(chunks), per_group)):
-                group = n % groups
-                if len(pending) == groups:
-                    copy_out(*pending.popleft())
-                if events[group] is not None:
-                    events[group].synchronize()  # its slots' copies are done
-                requests = [(fd, header.data_start + chunks[first + j][0],
-                             chunks[first + j][1], 0,
-                             base + (group * per_group + j) * chunk_bytes)
-                            for j in range(min(per_group, len(chunks) - first))]
-                pending.append((group, first, reader.start(requests)))
-            while pending:
-                copy_out(*pending.popleft())
+        def copy_out(group, first, batch):
+            nonlocal t_index
+            results = batch.wait()
+            for j, r in enumerate(results):
+                if r.err:
+                    raise error_class(r.err)(
+                        r.err, f"{path}: reading data bytes at {chunks[first + j][0]}: "
+                        f"{os.strerror(r.err)}", "io", None, 0)
+            for j in range(len(results)):
+                c_off, c_len = chunks[first + j]
+                slot = staging[(group * per_group + j) * chunk_bytes:][:c_len]
+                while t_index < len(order) and order[t_index].end <= c_off:
+                    t_index += 1
+                k = t_index
+                while k < len(order) and order[k].begin < c_off + c_len:
+                    e = order[k]
+                    a = max(e.begin, c_off)
+                    b = min(e.end, c_off + c_len)
+                    flat[e.name][a - e.begin:b - e.begin].copy_(
+                        slot[a - c_off:b - c_off], non_blocking=True)
+                    k += 1
             if cuda:
-                stream.synchronize()
-        finally:
-            pending = None
-            reader.close()
-            del staging
+                events[group] = _torch.cuda.Event()
+                events[group].record(stream)
+
+        for n, first in enumerate(range(0, len(chunks), per_group)):
+            group = n % groups
+            if len(pending) == groups:
+                copy_out(*pending.popleft())
+            if events[group] is not None:
+                events[group].synchronize()  # its slots' copies are done
+            requests = [(fd, header.data_start + chunks[first + j][0],
+                         chunks[first + j][1], 0,
+                         base + (group * per_group + j) * chunk_bytes)
+                        for j in range(min(per_group, len(chunks) - first))]
+            pending.append((group, first, reader.start(requests)))
+        while pending:
+            copy_out(*pending.popleft())
+    finally:
+        # Every batch waited for or cancelled before the ring is reused.
+        for _, _, batch in pending:
+            batch.cancel()
+            batch.wait()
+        if cuda:
+            stream.synchronize()  # no copy from the ring still in flight
+        if shared:
+            _staging_lock.release()
+        else:
+            ring.close()
 
 
 def load_safetensors(path, device="cuda", dtype=None, *, threads=0, context=None,
