@@ -12,7 +12,7 @@
 # benchmark, and writes under $OUT:
 #   env.txt  build.log  cuda-tests.log  cuda_scatter_read.log  cuda-bench.json  cuda-bench.log
 #   pipeline-bench.json  pipeline-bench.log
-#   python-build.log  python-tests.log  torch-bench.json  torch-bench.log
+#   python-build.log  python-tests.log  torch-cpp-tests.log  torch-bench.json  torch-bench.log
 # Ends with "N passed, N failed" over: build, ABI check, tests, example,
 # benchmark, pipeline benchmark, the Python package's build, its tests
 # with the venv's torch and CUDA, the torch benchmark.
@@ -130,6 +130,15 @@ if want torch; then
 	step python-tests env PYTHONPATH="$pypath" "$python" -m pytest -p no:cacheprovider -rs \
 		libsvmbatch/python/tests >"$OUT/python-tests.log" 2>&1
 	tail -30 "$OUT/python-tests.log"
+	torch_cpp() {
+		cmake -S libsvmbatch -B "$work/torch-build" "${generator[@]}" \
+			-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSVMBATCH_CLI=OFF -DSVMBATCH_EXAMPLES=OFF \
+			-DCMAKE_PREFIX_PATH="$deps;$work/gtest;$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')" &&
+		cmake --build "$work/torch-build" -j "$(nproc)" --target svmbatch_torch_tests &&
+		"$work/torch-build/tests/svmbatch_torch_tests"
+	}
+	step torch-cpp-tests torch_cpp >"$OUT/torch-cpp-tests.log" 2>&1
+	tail -8 "$OUT/torch-cpp-tests.log"
 	step torch-bench env PYTHONPATH="$pypath" "$python" tools/bench/torch_bench.py \
 		--dir /dev/shm --gib 4,16 --cold-dir /var/tmp --reps 5 \
 		>"$OUT/torch-bench.json" 2>"$OUT/torch-bench.log"
