@@ -22,19 +22,24 @@ class Baseline:
     and open fds (and the module's gauges in kernel mode)."""
 
     def __init__(self):
+        release_staging()
         gc.collect()
         self.vmpin = svmbatch.process_pinned_bytes()
         self.fds = open_fds()
         self.stats = module_gauges()
 
     def check(self):
-        # load_safetensors keeps its staging ring for the next load.
-        if "svmbatch.torch" in sys.modules:
-            sys.modules["svmbatch.torch"].release_staging()
+        release_staging()
         gc.collect()
         assert svmbatch.process_pinned_bytes() == self.vmpin
         assert open_fds() == self.fds
         assert module_gauges() == self.stats
+
+
+def release_staging():
+    """load_safetensors keeps its staging ring (pinned) for the next load."""
+    if "svmbatch.torch" in sys.modules:
+        sys.modules["svmbatch.torch"].release_staging()
 
 
 def module_gauges():
