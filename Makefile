@@ -299,15 +299,28 @@ VMTEST_GUEST_FILES = $$(. tools/lib.sh && svmbatch_guest_files \
 	$(LIB_ASAN_OUT)/examples/quickstart $(SELFTESTS_OUT) \
 	$(LIB_PREFIX)/libexec/svmbatch/selftests packaging/60-svmbatch.rules)
 
+# The Python binding's guest test (libsvmbatch/python/tests/guest_binding_test.py):
+# the interpreter, the stdlib files the test imports (its --list-files),
+# and the package of make python where python3-svmbatch puts it.
+GUEST_PY_PKG := /usr/lib/python3/dist-packages/svmbatch
+GUEST_PY_TEST := libsvmbatch/python/tests/guest_binding_test.py
+VMTEST_PYTHON_FILES = $$(printf -- '--file\n%s\n' "$(PYTHON):/usr/bin/python3"; \
+	for f in $$($(PYTHON) -IS $(GUEST_PY_TEST) --package $(LIB_OUT)/python --list-files); do \
+		printf -- '--file\n%s\n' "$$f:$$f"; done; \
+	for f in $(LIB_OUT)/python/svmbatch/*.py $(LIB_OUT)/python/svmbatch/*.so; do \
+		printf -- '--file\n%s\n' "$$f:$(GUEST_PY_PKG)/$${f\#\#*/}"; done; \
+	echo $(GUEST_PY_TEST))
+
 # One guest: the fault-injection build of the module and every selftest.
 # The library's googletest binary (the host's ASan build) runs there too,
-# in kernel mode, and so do the svmbatch command's and the udev rule's tests.
+# in kernel mode, and so do the Python binding's, the svmbatch command's
+# and the udev rule's tests.
 ## vmtest-one   the guest tests in a guest of KERNEL (6.1, 6.12 or debug)
-vmtest-one: kmod-built selftests lib-asan
+vmtest-one: kmod-built selftests lib-asan python
 	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/test/svmbatch.ko \
 		$(VMTEST_ARGS_$(KERNEL)) --log $(BUILD)/vmtest/$(KERNEL).log \
 		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort) \
-		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests $(VMTEST_GUEST_FILES)
+		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests $(VMTEST_PYTHON_FILES) $(VMTEST_GUEST_FILES)
 
 ## vmtest       vmtest-one for every kernel of KERNELS
 vmtest:
