@@ -19,7 +19,7 @@ cd "$(dirname "$0")/.." || exit 1
 top=$PWD
 work=$top/build/check-packages
 TAP_LOGDIR=$work
-pkgs=(svmbatch-dkms libsvmbatch1 libsvmbatch-dev svmbatch-tools)
+pkgs=(svmbatch-dkms libsvmbatch1 libsvmbatch-dev svmbatch-tools python3-svmbatch)
 version=$(dpkg-parsechangelog -l debian/changelog -S Version)
 upstream=${version%-*}
 # The release tarball's tree, where the packages are built.
@@ -133,6 +133,17 @@ consumer_cmake() {
 		"$work/consumer-cmake/consumer" && "$work/consumer-cmake/consumer_c"
 }
 
+# The installed package, from outside the tree (Debian's python3, no
+# PYTHONPATH): registers, and svmbatch.torch imports with Debian's torch.
+python_installed() {
+	(cd / && env -u PYTHONPATH /usr/bin/python3 -c '
+import svmbatch, svmbatch.torch
+assert svmbatch.__file__.startswith("/usr/lib/python3/dist-packages/"), svmbatch.__file__
+with svmbatch.Context().register([bytearray(4096)]) as r:
+    assert len(r) == 1
+print("python3-svmbatch:", svmbatch.__file__)')
+}
+
 cli_installed() {
 	/usr/bin/svmbatch --version | grep -qx "$upstream" &&
 		/usr/bin/svmbatch info &&
@@ -173,6 +184,7 @@ done
 tap_step consumer-pkg-config consumer_pkg_config
 tap_step consumer-find-package consumer_cmake
 tap_step cli-installed cli_installed
+tap_step python-installed python_installed
 tap_step purge purge
 tap_step nothing-left nothing_left
 tap_done check-packages
