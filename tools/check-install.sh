@@ -22,7 +22,8 @@ libdir=$prefix/lib
 install_lib() {
 	cmake -S libsvmbatch -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
 		-DCMAKE_INSTALL_PREFIX=$prefix -DCMAKE_INSTALL_LIBDIR=lib \
-		-DSVMBATCH_TESTS=OFF -DSVMBATCH_EXAMPLES=OFF &&
+		-DSVMBATCH_TESTS=OFF -DSVMBATCH_EXAMPLES=OFF \
+		-DSVMBATCH_PYTHON=ON -DPython3_EXECUTABLE=/usr/bin/python3 &&
 		cmake --build "$work/build" -j"$(nproc)" &&
 		DESTDIR=$root cmake --install "$work/build"
 }
@@ -87,9 +88,21 @@ with_cmake() {
 		"$work/consumer-cmake/consumer_c"
 }
 
+# make install's Python package, where Debian's python3 looks for local
+# installs (here under DESTDIR), imported from outside the tree.
+python_package() {
+	local dir
+	dir=$root$prefix/lib/python$(/usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')/dist-packages
+	[[ -f $dir/svmbatch/__init__.py && -f $dir/svmbatch/torch.py ]] &&
+		ls "$dir"/svmbatch/_svmbatch.*.so >/dev/null &&
+		(cd / && PYTHONPATH=$dir /usr/bin/python3 -c 'import svmbatch, sys
+assert svmbatch.__file__.startswith(sys.argv[1]), svmbatch.__file__' "$dir")
+}
+
 rm -rf "$work" && mkdir -p "$work" || exit 1
 tap_step install install_lib
 tap_step layout check_layout
 tap_step pkg-config with_pkg_config
 tap_step find-package with_cmake
+tap_step python-package python_package
 tap_done check-install
