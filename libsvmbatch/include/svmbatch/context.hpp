@@ -39,6 +39,16 @@ struct Info {
 	std::uint64_t max_range_bytes = 0;
 };
 
+/// How Context::register_buffers() registers.
+struct RegisterOptions {
+	/// Kernel mode: the registration gets an eventfd that becomes readable
+	/// when the registration goes STALE (Registration::stale_fd()), so a
+	/// registration cache can drop it from its event loop instead of
+	/// querying every entry.  EOPNOTSUPP in userspace mode or where the
+	/// module lacks SVMBATCH_FEATURE_STALE_NOTIFY.
+	bool notify_stale = false;
+};
+
 namespace detail {
 class Device;
 }
@@ -63,6 +73,8 @@ public:
 	/// Register every buffer in one step: all of them or none.  Throws
 	/// Error with the index of the caller's buffer to blame.
 	Registration register_buffers(std::span<const Buffer> buffers);
+	Registration register_buffers(std::span<const Buffer> buffers,
+				      const RegisterOptions &options);
 
 private:
 	std::shared_ptr<detail::Device> device_; ///< null in userspace mode

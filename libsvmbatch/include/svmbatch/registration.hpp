@@ -81,6 +81,12 @@ public:
 	/// no longer what the process sees there: register again.  Kernel
 	/// mode only (QUERY); Error EOPNOTSUPP in userspace mode.
 	bool stale() const { return query().stale; }
+	/// With RegisterOptions::notify_stale, an eventfd (non-blocking,
+	/// close-on-exec, owned by the registration) that the module signals
+	/// once, when the registration goes STALE: poll it for POLLIN from an
+	/// event loop, then drop what was derived from the registration (GPU
+	/// mappings, RDMA memory regions) and register again.  -1 otherwise.
+	int stale_fd() const noexcept;
 
 	/// Export the registration as a dma-buf (kernel mode; EOPNOTSUPP in
 	/// userspace mode).  writable needs every buffer ReadWrite (EACCES).

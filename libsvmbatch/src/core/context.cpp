@@ -3,6 +3,7 @@
 #include <svmbatch/context.hpp>
 #include <svmbatch/error.hpp>
 
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -127,7 +128,8 @@ void register_kernel(detail::RegistrationState &s)
 		ranges[i].len = r.len;
 		ranges[i].flags = r.access == Access::ReadOnly ? SVMBATCH_RANGE_READ_ONLY : 0;
 	}
-	int ret = s.device->register_ranges(ranges, s.handle, s.pinned_pages, error_index);
+	int ret = s.device->register_ranges(ranges, s.stale_eventfd.get(), s.handle, s.pinned_pages,
+					    error_index);
 	if (!ret)
 		return;
 	s.handle = 0;
@@ -147,6 +149,22 @@ void register_kernel(detail::RegistrationState &s)
 		culprit = blame(s, error_index, addr);
 	}
 	throw Error(err, Step::Register, describe_failure(err, s), culprit);
+}
+
+/// The eventfd of RegisterOptions::notify_stale.
+detail::UniqueFd stale_eventfd(const Info &info)
+{
+	if (info.mode != Mode::Kernel)
+		throw Error(EOPNOTSUPP, Step::Validate,
+			    "stale notification needs kernel mode (svmbatch.ko)");
+	if (!(info.features & SVMBATCH_FEATURE_STALE_NOTIFY))
+		throw Error(
+			EOPNOTSUPP, Step::Validate,
+			"the module does not notify staleness (no SVMBATCH_FEATURE_STALE_NOTIFY)");
+	detail::UniqueFd fd(::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK));
+	if (!fd.valid())
+		throw Error(errno, Step::Register, "eventfd");
+	return fd;
 }
 
 void register_userspace(detail::RegistrationState &s)
@@ -208,6 +226,12 @@ Context &Context::operator=(Context &&) noexcept = default;
 
 Registration Context::register_buffers(std::span<const Buffer> buffers)
 {
+	return register_buffers(buffers, RegisterOptions{});
+}
+
+Registration Context::register_buffers(std::span<const Buffer> buffers,
+				       const RegisterOptions &options)
+{
 	auto s = std::make_unique<detail::RegistrationState>();
 
 	if (buffers.empty())
@@ -225,6 +249,8 @@ Registration Context::register_buffers(std::span<const Buffer> buffers)
 			    std::to_string(s->plan.ranges.size()) +
 				    " ranges after merging; the module takes " +
 				    std::to_string(info_.max_ranges));
+	if (options.notify_stale)
+		s->stale_eventfd = stale_eventfd(info_);
 	if (s->mode == Mode::Kernel)
 		register_kernel(*s);
 	else

@@ -35,13 +35,18 @@ int Device::get_info(svmbatch_info &info) const
 	return ioctl_errno(fd_.get(), SVMBATCH_GET_INFO, &info);
 }
 
-int Device::register_ranges(std::span<const svmbatch_range> ranges, std::uint32_t &handle,
-			    std::uint64_t &nr_pages, std::uint32_t &error_index) const
+int Device::register_ranges(std::span<const svmbatch_range> ranges, int stale_eventfd,
+			    std::uint32_t &handle, std::uint64_t &nr_pages,
+			    std::uint32_t &error_index) const
 {
 	svmbatch_register cmd{};
 	int ret;
 
 	cmd.size = sizeof(cmd);
+	if (stale_eventfd >= 0) {
+		cmd.flags = SVMBATCH_REGISTER_EVENTFD;
+		cmd.eventfd = stale_eventfd;
+	}
 	cmd.ranges = reinterpret_cast<std::uintptr_t>(ranges.data());
 	cmd.nr_ranges = static_cast<std::uint32_t>(ranges.size());
 	cmd.range_size = sizeof(svmbatch_range);

@@ -23,8 +23,11 @@ public:
 	/// Each returns 0 or -errno.
 	int get_info(svmbatch_info &info) const;
 	/// On failure *error_index is the kernel's (SVMBATCH_NO_INDEX if none).
-	int register_ranges(std::span<const svmbatch_range> ranges, std::uint32_t &handle,
-			    std::uint64_t &nr_pages, std::uint32_t &error_index) const;
+	/// stale_eventfd >= 0: the kernel signals it when the registration
+	/// goes STALE (SVMBATCH_REGISTER_EVENTFD).
+	int register_ranges(std::span<const svmbatch_range> ranges, int stale_eventfd,
+			    std::uint32_t &handle, std::uint64_t &nr_pages,
+			    std::uint32_t &error_index) const;
 	int unregister(std::uint32_t handle) const;
 	int query(std::uint32_t handle, svmbatch_query &query) const;
 	/// The new dma-buf fd, or -errno.

@@ -52,6 +52,11 @@ Mode Registration::mode() const noexcept
 	return state_ ? state_->mode : Mode::Userspace;
 }
 
+int Registration::stale_fd() const noexcept
+{
+	return state_ ? state_->stale_eventfd.get() : -1;
+}
+
 std::uint32_t Registration::handle() const noexcept
 {
 	return state_ ? state_->handle : 0;

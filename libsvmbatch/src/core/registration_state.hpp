@@ -8,6 +8,7 @@
 
 #include <svmbatch/buffer.hpp>
 #include <svmbatch/context.hpp>
+#include <svmbatch/detail/unique_fd.hpp>
 
 #include "core/range_plan.hpp"
 
@@ -24,6 +25,7 @@ struct RegistrationState {
 	RangePlan plan;
 	std::uint64_t pages = 0;
 	std::uint64_t pinned_pages = 0;
+	UniqueFd stale_eventfd; ///< RegisterOptions::notify_stale
 
 	RegistrationState() = default;
 	RegistrationState(const RegistrationState &) = delete;
