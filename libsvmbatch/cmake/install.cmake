@@ -15,6 +15,9 @@ foreach(b CUDA HSA AMDGPU DRM)
     list(APPEND _svmbatch_absent PATTERN ${_name}_backend.hpp EXCLUDE)
   endif()
 endforeach()
+if(NOT SVMBATCH_WITH_RDMA)
+  list(APPEND _svmbatch_absent PATTERN rdma.hpp EXCLUDE)
+endif()
 install(DIRECTORY include/svmbatch DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" ${_svmbatch_absent})
 install(FILES ${SVMBATCH_GENERATED_INCLUDE}/svmbatch/config.h

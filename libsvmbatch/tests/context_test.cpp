@@ -126,6 +126,8 @@ TEST(Context, MovesKeepTheMode)
 	EXPECT_STREQ(mode_name(Mode::Kernel), "kernel");
 	EXPECT_STREQ(step_name(Step::IoUringRegister), "io_uring-register");
 	EXPECT_STREQ(step_name(Step::IoUringSubmit), "io_uring-submit");
+	EXPECT_STREQ(step_name(Step::RdmaOpen), "rdma-open");
+	EXPECT_STREQ(step_name(Step::RdmaRegister), "rdma-register");
 }
 
 /* built_backends() and svmbatch/config.h say the same. */

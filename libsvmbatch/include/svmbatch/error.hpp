@@ -23,6 +23,8 @@ enum class Step {
 	GpuMap, ///< a GpuBackend mapping the buffers
 	Diagnostics, ///< reading VmPin or the module's stats (diagnostics.hpp)
 	IoUringSubmit, ///< submitting to or reaping from the ring (Reader)
+	RdmaOpen, ///< RdmaBackend loading libibverbs and querying the device
+	RdmaRegister, ///< RdmaBackend registering memory regions
 };
 
 /// Name of a step, for messages ("register", "io_uring-register", ...).

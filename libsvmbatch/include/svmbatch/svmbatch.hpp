@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
 // svmbatch: register many scattered buffers for GPU and io_uring in one step.
-// The GPU backends this build lacks (svmbatch/config.h) are left out.
+// The GPU and RDMA backends this build lacks (svmbatch/config.h) are left out.
 #pragma once
 
 #include <svmbatch/buffer.hpp>
@@ -24,6 +24,9 @@
 #include <svmbatch/gpu/hsa_backend.hpp>
 #endif
 #include <svmbatch/io.hpp>
+#if SVMBATCH_HAS_RDMA
+#include <svmbatch/rdma.hpp>
+#endif
 #include <svmbatch/reader.hpp>
 #include <svmbatch/registration.hpp>
 #include <svmbatch/writer.hpp>

@@ -28,6 +28,10 @@ const char *step_name(Step step) noexcept
 		return "diagnostics";
 	case Step::IoUringSubmit:
 		return "io_uring-submit";
+	case Step::RdmaOpen:
+		return "rdma-open";
+	case Step::RdmaRegister:
+		return "rdma-register";
 	}
 	return "unknown";
 }

@@ -3,13 +3,13 @@
 
 namespace svmbatch::detail {
 
-DynamicLibrary::DynamicLibrary(const std::string &name, const std::string &what)
+DynamicLibrary::DynamicLibrary(const std::string &name, const std::string &what, Step step)
 	: handle_(::dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)), name_(name),
-	  what_(what)
+	  what_(what), step_(step)
 {
 	if (!handle_) {
 		const char *why = ::dlerror(); // NOLINT(concurrency-mt-unsafe): read at once
-		throw Error(ENODEV, Step::GpuOpen, "no " + what + ": " + (why ? why : name));
+		throw Error(ENODEV, step, "no " + what + ": " + (why ? why : name));
 	}
 }
 
@@ -20,8 +20,7 @@ void *DynamicLibrary::find(const char *name, const char *versioned) const
 	if (!sym)
 		sym = ::dlsym(handle_, name);
 	if (!sym)
-		throw Error(ENODEV, Step::GpuOpen,
-			    name_ + " has no " + name + ": not a usable " + what_);
+		throw Error(ENODEV, step_, name_ + " has no " + name + ": not a usable " + what_);
 	return sym;
 }
 

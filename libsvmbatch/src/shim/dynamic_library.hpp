@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// A GPU runtime loaded with dlopen (CUDA, HSA): libsvmbatch links neither.
+// A runtime loaded with dlopen (CUDA, HSA, libibverbs): libsvmbatch links
+// none of them.
 #pragma once
 
 #include <dlfcn.h>
@@ -27,19 +28,26 @@ template <typename Fn> struct Symbol {
 /// the destructor's dlclose drops only our reference and the code stays.
 class DynamicLibrary {
 public:
-	/// Error(ENODEV, Step::GpuOpen, "no <what>: <dlerror>") if it does not load.
-	DynamicLibrary(const std::string &name, const std::string &what);
+	/// Error(ENODEV, step, "no <what>: <dlerror>") if it does not load.
+	DynamicLibrary(const std::string &name, const std::string &what, Step step = Step::GpuOpen);
 	DynamicLibrary(const DynamicLibrary &) = delete;
 	DynamicLibrary &operator=(const DynamicLibrary &) = delete;
 	DynamicLibrary(DynamicLibrary &&) = delete;
 	DynamicLibrary &operator=(DynamicLibrary &&) = delete;
 	~DynamicLibrary() { ::dlclose(handle_); }
 
-	/// Load every entry point, in order; Error(ENODEV, Step::GpuOpen)
-	/// naming the first that is absent.
+	/// Load every entry point, in order; Error(ENODEV, the step) naming
+	/// the first that is absent.
 	template <typename... Fn> void resolve(const Symbol<Fn> &...symbols) const
 	{
 		(resolve_one(symbols), ...);
+	}
+
+	/// Load entry points that may be absent (left null), e.g. those of a
+	/// newer version of the library.
+	template <typename... Fn> void resolve_optional(const Symbol<Fn> &...symbols) const
+	{
+		((*symbols.fn = reinterpret_cast<Fn>(find_optional(symbols.name))), ...);
 	}
 
 private:
@@ -49,9 +57,11 @@ private:
 	}
 	/// The address of versioned, else of name; Error(ENODEV) if neither.
 	void *find(const char *name, const char *versioned) const;
+	void *find_optional(const char *name) const { return ::dlsym(handle_, name); }
 
 	void *handle_ = nullptr;
 	std::string name_, what_;
+	Step step_;
 };
 
 } // namespace svmbatch::detail
