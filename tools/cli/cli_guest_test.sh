@@ -78,6 +78,15 @@ ok "info --json: the limits are the module's parameters"
 has '"features": \["dmabuf", "stale-notify"'
 ok "info --json: features dma-buf and stale notification"
 
+# The soft-RoCE device that svmbatch_rdma_tests made earlier in this guest.
+if [ -d /sys/class/infiniband/svmb_rxe0 ]; then
+	run "$CLI" info
+	[ $rc = 0 ] && has '^rdma devices: .*svmb_rxe0 \(dma-buf memory regions: no\)'
+	ok "info: the soft-RoCE device, which takes no dma-buf memory regions"
+else
+	tap_skip "info: the soft-RoCE device" "no rxe device (svmbatch_rdma_tests makes it)"
+fi
+
 run "$CLI" stat
 [ $rc = 0 ] && has '^registrations: +[0-9]+ live, [0-9]+ since load, [0-9]+ failed$' &&
 	has '^PID +COMMAND +FILES +REGISTRATIONS +PINNED +FAILED$'

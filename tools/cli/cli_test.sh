@@ -43,6 +43,11 @@ ok "info without the module: not loaded, userspace mode, why" \
 run "$cli" info --json
 json 'd["module_loaded"] is False and d["mode"] == "userspace" and d["max_ranges"] == 16384'
 ok "info --json: not loaded, userspace mode, the default limits" $?
+json 'isinstance(d["rdma_devices"], list) and all(set(x) == {"name", "max_mr_size", "dmabuf_mr", "error"} for x in d["rdma_devices"])'
+ok "info --json lists the RDMA devices with what they take" $?
+run "$cli" info
+ok "info says which RDMA devices it sees (here: none, or each with its dma-buf answer)" \
+	$((rc != 0 || $(grep -cE '^rdma devices: +(none \(|[^ ]+ \()' "$tmp/out") != 1))
 SVMBATCH_MODE=kernel run "$cli" info
 ok "info with SVMBATCH_MODE=kernel and no module fails (1) and says why" \
 	$((rc != 1 || $(grep -c 'svmbatch.ko loaded' "$tmp/out") != 1))

@@ -57,6 +57,45 @@ std::string words(const std::vector<std::string> &names)
 	return w.empty() ? "-" : w;
 }
 
+/* The RDMA devices and whether they take dma-buf memory regions, as JSON
+ * objects and as text; why there are none where libibverbs is absent. */
+struct RdmaListing {
+	std::string json = "[]";
+	std::string text;
+};
+
+RdmaListing rdma_listing()
+{
+	RdmaListing out;
+#if SVMBATCH_HAS_RDMA
+	std::vector<RdmaDeviceInfo> devs;
+	try {
+		devs = rdma_devices();
+	} catch (const Error &e) {
+		out.text = std::string("none (") + e.what() + ")";
+		return out;
+	}
+	std::string json;
+	for (const RdmaDeviceInfo &d : devs) {
+		json += (json.empty() ? "" : ", ") + std::string("{\"name\": ") +
+			json_string(d.name) +
+			", \"max_mr_size\": " + std::to_string(d.max_mr_size) +
+			", \"dmabuf_mr\": " + (d.dmabuf_mr ? "true" : "false") +
+			", \"error\": " + json_string(d.error) + "}";
+		out.text += (out.text.empty() ? "" : "; ") + d.name +
+			    (d.error.empty() ? std::string(" (dma-buf memory regions: ") +
+						       (d.dmabuf_mr ? "yes" : "no") + ")" :
+					       " (" + d.error + ")");
+	}
+	out.json = "[" + json + "]";
+	if (devs.empty())
+		out.text = "none (libibverbs lists no device)";
+#else
+	out.text = "none (the library was built without the RDMA backend)";
+#endif
+	return out;
+}
+
 } // namespace
 
 int info(const Paths &paths, bool json)
@@ -66,19 +105,21 @@ int info(const Paths &paths, bool json)
 	bool loaded = i.mode == Mode::Kernel;
 	std::vector<std::string> features = feature_names(i.features);
 	std::vector<std::string> backends = built_backends();
+	RdmaListing rdma = rdma_listing();
 
 	if (json) {
 		std::printf(
 			"{\"module_loaded\": %s, \"device\": %s, \"abi_version\": %u, "
 			"\"library_abi_version\": %u, \"page_size\": %zu, \"features\": [%s], "
 			"\"max_ranges\": %u, \"max_registrations\": %u, \"max_range_bytes\": %llu, "
-			"\"mode\": %s, \"reason\": %s, \"gpu_backends\": [%s]}\n",
+			"\"mode\": %s, \"reason\": %s, \"gpu_backends\": [%s], "
+			"\"rdma_devices\": %s}\n",
 			loaded ? "true" : "false", json_string(paths.device).c_str(), i.abi_version,
 			SVMBATCH_ABI_VERSION, i.page_size, json_list(features).c_str(),
 			i.max_ranges, i.max_registrations,
 			static_cast<unsigned long long>(i.max_range_bytes),
 			json_string(mode_name(i.mode)).c_str(), json_string(i.reason).c_str(),
-			json_list(backends).c_str());
+			json_list(backends).c_str(), rdma.json.c_str());
 		return exit_ok;
 	}
 	if (loaded)
@@ -96,6 +137,7 @@ int info(const Paths &paths, bool json)
 	std::printf("page size:     %zu\n", i.page_size);
 	std::printf("library mode:  %s (%s)\n", mode_name(i.mode), i.reason.c_str());
 	std::printf("gpu backends:  %s (built into the library)\n", words(backends).c_str());
+	std::printf("rdma devices:  %s\n", rdma.text.c_str());
 	return exit_ok;
 }
 
