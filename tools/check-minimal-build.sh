@@ -1,8 +1,9 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# libsvmbatch with every optional GPU backend off (SVMBATCH_WITH_CUDA,
-# _HSA, _AMDGPU, _DRM), as a user without CUDA, ROCm or libdrm builds it:
+# libsvmbatch with every optional backend off (SVMBATCH_WITH_CUDA, _HSA,
+# _AMDGPU, _DRM, _RDMA), as a user without CUDA, ROCm, libdrm or rdma-core
+# builds it:
 # configure and build the library, its tests and the command; run the
 # tests (userspace mode); install into a DESTDIR and build
 # tools/install-consumer against it with pkg-config and with CMake's
@@ -27,9 +28,10 @@ configure() {
 	cmake -S libsvmbatch -B "$build" -DCMAKE_BUILD_TYPE=Release \
 		-DCMAKE_INSTALL_PREFIX=$prefix -DCMAKE_INSTALL_LIBDIR=lib \
 		-DSVMBATCH_WITH_CUDA=OFF -DSVMBATCH_WITH_HSA=OFF \
-		-DSVMBATCH_WITH_AMDGPU=OFF -DSVMBATCH_WITH_DRM=OFF -DSVMBATCH_PYTHON=OFF \
-		-DSVMBATCH_EXAMPLES=OFF &&
-		grep -x '#define SVMBATCH_BACKENDS ""' "$build/include/svmbatch/config.h"
+		-DSVMBATCH_WITH_AMDGPU=OFF -DSVMBATCH_WITH_DRM=OFF -DSVMBATCH_WITH_RDMA=OFF \
+		-DSVMBATCH_PYTHON=OFF -DSVMBATCH_EXAMPLES=OFF &&
+		grep -x '#define SVMBATCH_BACKENDS ""' "$build/include/svmbatch/config.h" &&
+		grep -x '#define SVMBATCH_HAS_RDMA 0' "$build/include/svmbatch/config.h"
 }
 
 # The library, the tests and the command; the library needs no libdrm.
@@ -46,7 +48,8 @@ cli_info() {
 	local out
 	out=$("$build/cli/svmbatch" info) || return 1
 	echo "$out"
-	grep -qx 'gpu backends:  - (built into the library)' <<<"$out"
+	grep -qx 'gpu backends:  - (built into the library)' <<<"$out" &&
+		grep -qx 'rdma devices:  none (the library was built without the RDMA backend)' <<<"$out"
 }
 
 # Installed: no backend header, no libdrm in the .pc, an empty "backends".
@@ -56,6 +59,7 @@ install_lib() {
 		[[ -e $root$prefix/include/svmbatch/gpu/backend.hpp ]] &&
 		[[ -e $root$prefix/include/svmbatch/config.h ]] &&
 		! ls "$root$prefix"/include/svmbatch/gpu/*_backend.hpp 2>/dev/null &&
+		[[ ! -e $root$prefix/include/svmbatch/rdma.hpp ]] &&
 		cat "$pc" && grep -qx 'backends=' "$pc" && ! grep -q libdrm "$pc"
 }
 
