@@ -311,16 +311,28 @@ VMTEST_PYTHON_FILES = $$(printf -- '--file\n%s\n' "$(PYTHON):/usr/bin/python3"; 
 		printf -- '--file\n%s\n' "$$f:$(GUEST_PY_PKG)/$${f\#\#*/}"; done; \
 	echo $(GUEST_PY_TEST))
 
+# The RDMA tests' guest side (libsvmbatch/tests/rdma_rxe_test.cpp): soft-RoCE
+# (rdma_rxe) on a dummy netdev, made by the test with iproute2's ip and
+# rdma (busybox's ip cannot add links), and rxe's libibverbs provider,
+# which libibverbs loads by name from its driver file.  rxe computes its
+# ICRC with the "crc32" shash, which the guest cannot modprobe on demand.
+RXE_PROVIDER := $(firstword $(wildcard /usr/lib/$(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null)/libibverbs/librxe-rdmav*.so))
+VMTEST_RDMA_ARGS = --kmod crc32_generic --kmod rdma_rxe --kmod dummy \
+	--file /usr/sbin/ip:/usr/libexec/svmbatch/ip --file /usr/bin/rdma:/usr/libexec/svmbatch/rdma \
+	--file /etc/libibverbs.d/rxe.driver:/etc/libibverbs.d/rxe.driver \
+	--file $(RXE_PROVIDER):$(RXE_PROVIDER) $(LIB_ASAN_OUT)/tests/svmbatch_rdma_tests
+
 # One guest: the fault-injection build of the module and every selftest.
 # The library's googletest binary (the host's ASan build) runs there too,
-# in kernel mode, and so do the Python binding's, the svmbatch command's
-# and the udev rule's tests.
+# in kernel mode, and so do the RDMA tests over soft-RoCE, the Python
+# binding's, the svmbatch command's and the udev rule's tests.
 ## vmtest-one   the guest tests in a guest of KERNEL (6.1, 6.12 or debug)
 vmtest-one: kmod-built selftests lib-asan python
 	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/test/svmbatch.ko \
 		$(VMTEST_ARGS_$(KERNEL)) --log $(BUILD)/vmtest/$(KERNEL).log \
 		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort) \
-		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests $(VMTEST_PYTHON_FILES) $(VMTEST_GUEST_FILES)
+		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests $(VMTEST_RDMA_ARGS) \
+		$(VMTEST_PYTHON_FILES) $(VMTEST_GUEST_FILES)
 
 ## vmtest       vmtest-one for every kernel of KERNELS
 vmtest:

@@ -7,8 +7,8 @@
 #ifndef SVMBATCH_FAKE_IBVERBS_H
 #define SVMBATCH_FAKE_IBVERBS_H
 
-#include <stddef.h>
-#include <stdint.h>
+#include <stddef.h> // NOLINT(modernize-deprecated-headers): a C header
+#include <stdint.h> // NOLINT(modernize-deprecated-headers): a C header
 
 #ifdef __cplusplus
 extern "C" {
