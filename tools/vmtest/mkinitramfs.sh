@@ -4,11 +4,13 @@
 # Build the guest initramfs (gzip'd newc cpio) for tools/vmtest/run.sh.
 #
 # usage: mkinitramfs.sh --kernel-dir DIR --module PATH|none -o OUT
-#                       [--kmod NAME]... [--file SRC:DST]... [--tests FILE...]
+#                       [--kmod NAME]... [--optional-kmod NAME]...
+#                       [--file SRC:DST]... [--tests FILE...]
 #
 #   --kernel-dir  tree printed by `kernels.sh fetch` (boot/ + lib/modules/<abi>/)
 #   --module      svmbatch.ko for that ABI; "none" only for runner self-tests
 #   --kmod        extra kernel module to ship and load (repeatable)
+#   --optional-kmod  the same, skipped with a note where the kernel lacks it
 #   --file        file SRC (symlinks followed) at absolute path DST, with its
 #                 shared libraries (repeatable)
 #   --tests       test executables, run in the given order; everything after
@@ -41,7 +43,7 @@ die() {
 }
 
 usage() {
-	sed -n '5,13s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '5,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 
@@ -239,12 +241,13 @@ pack() {
 }
 
 main() {
-	KDIR='' MODULE='' OUT='' TESTS=() EXTRA_KMODS=() FILES=()
+	KDIR='' MODULE='' OUT='' TESTS=() EXTRA_KMODS=() OPTIONAL_KMODS=() FILES=()
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--kernel-dir) KDIR=$2; shift 2 ;;
 		--module) MODULE=$2; shift 2 ;;
 		--kmod) EXTRA_KMODS+=("$2"); shift 2 ;;
+		--optional-kmod) OPTIONAL_KMODS+=("$2"); shift 2 ;;
 		--file) FILES+=("$2"); shift 2 ;;
 		-o | --out) OUT=$2; shift 2 ;;
 		--tests) shift; TESTS=("$@"); break ;;
@@ -272,6 +275,14 @@ main() {
 	local m
 	for m in "${BASE_KMODS[@]}" "${EXTRA_KMODS[@]}"; do
 		add_kmod "$m"
+	done
+	for m in "${OPTIONAL_KMODS[@]}"; do
+		if [[ -n $(kmod_dep_line "$KMODDIR/modules.dep" "$m") ]] ||
+			kmod_is_builtin "$KMODDIR/modules.builtin" "$m"; then
+			add_kmod "$m"
+		else
+			echo "mkinitramfs.sh: note: kernel $ABI has no $m (optional)" >&2
+		fi
 	done
 	install_svmbatch
 	make_ld_cache

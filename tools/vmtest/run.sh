@@ -5,7 +5,8 @@
 #
 # usage: run.sh --kernel KERNEL --module PATH|none [--timeout S]
 #               [--test-timeout S] [--log FILE] [--mem MB] [--cmdline EXTRA]
-#               [--kmod NAME]... [--file SRC:DST]... [--verbose] TEST_EXECUTABLE...
+#               [--kmod NAME]... [--optional-kmod NAME]... [--file SRC:DST]...
+#               [--verbose] TEST_EXECUTABLE...
 #
 #   --kernel        a kernel family of tools/lib.sh, or debug (kernels.sh)
 #   --module        svmbatch.ko built for that kernel; "none" skips insmod and
@@ -17,6 +18,8 @@
 #   --cmdline       appended to the kernel command line; svmbatch.X=Y is
 #                   passed to insmod svmbatch as X=Y
 #   --kmod          extra kernel module to ship and modprobe (repeatable)
+#   --optional-kmod the same where the kernel has it (built in or a module);
+#                   the tests that need it say why they skip where it lacks it
 #   --file          also ship file SRC as DST in the guest, with its shared
 #                   libraries (repeatable; for what tests call by path)
 #   --verbose       also stream the console to stderr while it runs
@@ -41,7 +44,7 @@ KVM_PROBE_SECONDS=20
 BOOT_TIMEOUT=${SVMBATCH_BOOT_TIMEOUT:-150}
 
 usage() {
-	sed -n '5,8s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '5,9s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 	echo "kernels: $SVMBATCH_KERNELS debug" >&2
 	exit 2
 }
@@ -64,6 +67,7 @@ parse_args() {
 		--mem) MEM=$2; shift 2 ;;
 		--cmdline) EXTRA_CMDLINE=$2; shift 2 ;;
 		--kmod) KMODS+=(--kmod "$2"); shift 2 ;;
+		--optional-kmod) KMODS+=(--optional-kmod "$2"); shift 2 ;;
 		--file) FILES+=(--file "$2"); shift 2 ;;
 		--verbose) VERBOSE=1; shift ;;
 		--) shift; TESTS+=("$@"); break ;;
