@@ -317,12 +317,21 @@ VMTEST_PYTHON_FILES = $$(printf -- '--file\n%s\n' "$(PYTHON):/usr/bin/python3"; 
 # which libibverbs loads by name from its driver file.  rxe computes its
 # ICRC with the "crc32" shash, which the guest cannot modprobe on demand.
 # Optional: a kernel without them (an older debug kernel) skips the tests.
-RXE_PROVIDER := $(firstword $(wildcard /usr/lib/$(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null)/libibverbs/librxe-rdmav*.so))
+MULTIARCH := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null)
+RXE_PROVIDER := $(firstword $(wildcard /usr/lib/$(MULTIARCH)/libibverbs/librxe-rdmav*.so))
 VMTEST_RDMA_ARGS = --optional-kmod crc32_generic --optional-kmod rdma_rxe \
 	--optional-kmod dummy \
 	--file /usr/sbin/ip:/usr/libexec/svmbatch/ip --file /usr/bin/rdma:/usr/libexec/svmbatch/rdma \
 	--file /etc/libibverbs.d/rxe.driver:/etc/libibverbs.d/rxe.driver \
-	--file $(RXE_PROVIDER):$(RXE_PROVIDER) $(LIB_ASAN_OUT)/tests/svmbatch_rdma_tests
+	--file $(RXE_PROVIDER):$(RXE_PROVIDER) $(LIB_ASAN_OUT)/tests/svmbatch_rdma_tests \
+	$(VMTEST_UCX_ARGS)
+
+# UCX over a registration in the guest (libsvmbatch/tests/ucx_guest_test.sh):
+# examples/ucx_put_get and UCX's transport modules, which UCX loads from
+# its module directory.
+VMTEST_UCX_ARGS = $(foreach m,$(wildcard /usr/lib/$(MULTIARCH)/ucx/libuct_*.so.0),--file $(m):$(m)) \
+	--file $(LIB_ASAN_OUT)/examples/ucx_put_get:/usr/libexec/svmbatch/ucx_put_get \
+	libsvmbatch/tests/ucx_guest_test.sh
 
 # One guest: the fault-injection build of the module and every selftest.
 # The library's googletest binary (the host's ASan build) runs there too,

@@ -119,6 +119,13 @@ tap_step htmldocs make --no-print-directory htmldocs
 if [[ -x build/lib-asan/tests/svmbatch_lib_tests ]]; then
 	tap_program lib-tests-host build/lib-asan/tests/svmbatch_lib_tests
 fi
+# UCX (Debian's 1.13) over a registration's merged ranges: two processes,
+# ucp_mem_map, put and get, byte for byte; tcp here (examples/ucx_put_get.cpp).
+if [[ -x build/lib-asan/examples/ucx_put_get ]]; then
+	tap_program ucx-host env UCX_TLS=tcp build/lib-asan/examples/ucx_put_get
+else
+	tap_skip ucx-host "make lib-asan built no ucx_put_get (no libucx-dev)"
+fi
 # ThreadSanitizer over the same tests (the Reader's and Writer's threads);
 # ASLR off for GCC 12's TSan runtime, a race fails the run (Makefile).
 if [[ -x build/lib-tsan/tests/svmbatch_lib_tests ]]; then
