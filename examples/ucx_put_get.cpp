@@ -164,10 +164,10 @@ class Scattered {
 public:
 	explicit Scattered(int n)
 	{
-		const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+		const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 		for (int i = 0; i < n; i++) {
-			const std::size_t len =
-				1 + (static_cast<std::size_t>(i) * 7919 * 37) % (256 * 1024);
+			const std::size_t len = 1 + (static_cast<std::size_t>(i) * 7919 * 37) %
+							    (std::size_t{256} * 1024);
 			const std::size_t off = static_cast<std::size_t>(i % 5) * 13;
 			const std::size_t map = (off + len + page - 1) / page * page;
 			void *m = ::mmap(nullptr, map, PROT_READ | PROT_WRITE,
