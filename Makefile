@@ -316,11 +316,12 @@ VMTEST_PYTHON_FILES = $$(printf -- '--file\n%s\n' "$(PYTHON):/usr/bin/python3"; 
 # rdma (busybox's ip cannot add links), and rxe's libibverbs provider,
 # which libibverbs loads by name from its driver file.  rxe computes its
 # ICRC with the "crc32" shash, which the guest cannot modprobe on demand.
+# rdma_ucm (/dev/infiniband/rdma_cm) connects UCX's client-server mode.
 # Optional: a kernel without them (an older debug kernel) skips the tests.
 MULTIARCH := $(shell dpkg-architecture -qDEB_HOST_MULTIARCH 2>/dev/null)
 RXE_PROVIDER := $(firstword $(wildcard /usr/lib/$(MULTIARCH)/libibverbs/librxe-rdmav*.so))
 VMTEST_RDMA_ARGS = --optional-kmod crc32_generic --optional-kmod rdma_rxe \
-	--optional-kmod dummy \
+	--optional-kmod dummy --optional-kmod rdma_ucm \
 	--file /usr/sbin/ip:/usr/libexec/svmbatch/ip --file /usr/bin/rdma:/usr/libexec/svmbatch/rdma \
 	--file /etc/libibverbs.d/rxe.driver:/etc/libibverbs.d/rxe.driver \
 	--file $(RXE_PROVIDER):$(RXE_PROVIDER) $(LIB_ASAN_OUT)/tests/svmbatch_rdma_tests \

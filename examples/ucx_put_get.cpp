@@ -8,7 +8,14 @@
 // UCX_NET_DEVICES select one (tcp on the build host; rc_verbs over
 // soft-RoCE in the guests).  Prints TAP; exits 1 on any failure.
 //
-//   ucx_put_get [--buffers N] [--seed S]
+//   ucx_put_get [--buffers N] [--server-ip IPV4] [--expect-transport NAME]
+//
+// Without --server-ip the peer connects to the target's worker address;
+// with it, to a listener on that address (UCX's client-server mode, whose
+// connection manager is rdmacm on an RDMA device).  --expect-transport
+// checks that a lane of the endpoint uses that transport (e.g. rc_verbs).
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -20,9 +27,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <svmbatch/svmbatch.hpp>
@@ -69,12 +78,16 @@ std::vector<char> recv_blob(int fd)
 /// recv_blob, progressing worker meanwhile: transports without remote
 /// memory access in hardware (tcp, shared memory) serve a peer's puts and
 /// gets from the target's progress.
-std::vector<char> recv_blob_progressing(int fd, ucp_worker_h worker)
+std::vector<char> recv_blob_progressing(int fd, ucp_worker_h worker,
+					const std::function<void()> &each = {})
 {
 	pollfd p{fd, POLLIN, 0};
 
-	while (::poll(&p, 1, 0) == 0)
+	while (::poll(&p, 1, 0) == 0) {
 		ucp_worker_progress(worker);
+		if (each)
+			each();
+	}
 	return recv_blob(fd);
 }
 
@@ -219,6 +232,79 @@ private:
 	std::vector<std::pair<void *, std::size_t>> maps_;
 };
 
+/// The target's side of client-server mode: a listener on ip (any port)
+/// and the endpoint of the one connection it accepts.  Inert when ip is "".
+class Listener {
+public:
+	Listener(const Ucp &ucp, const std::string &ip) : worker_(ucp.worker())
+	{
+		if (ip.empty())
+			return;
+		sockaddr_in sin{};
+		sin.sin_family = AF_INET;
+		if (::inet_pton(AF_INET, ip.c_str(), &sin.sin_addr) != 1)
+			throw std::runtime_error("not an IPv4 address: " + ip);
+		ucp_listener_params_t lp{};
+		lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR |
+				UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
+		lp.sockaddr.addr = reinterpret_cast<const sockaddr *>(&sin);
+		lp.sockaddr.addrlen = sizeof(sin);
+		lp.conn_handler.cb = [](ucp_conn_request_h request, void *arg) {
+			static_cast<Listener *>(arg)->request_ = request;
+		};
+		lp.conn_handler.arg = this;
+		check(ucp_listener_create(worker_, &lp, &listener_), "ucp_listener_create");
+	}
+	~Listener()
+	{
+		close_ep();
+		if (listener_)
+			ucp_listener_destroy(listener_);
+	}
+	Listener(const Listener &) = delete;
+	Listener &operator=(const Listener &) = delete;
+	Listener(Listener &&) = delete;
+	Listener &operator=(Listener &&) = delete;
+
+	std::uint16_t port() const
+	{
+		ucp_listener_attr_t attr{};
+		attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+		check(ucp_listener_query(listener_, &attr), "ucp_listener_query");
+		return ntohs(reinterpret_cast<const sockaddr_in *>(&attr.sockaddr)->sin_port);
+	}
+	/// Make the endpoint of a connection request that arrived.
+	void accept()
+	{
+		if (!request_)
+			return;
+		ucp_ep_params_t ep_params{};
+		ep_params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST;
+		ep_params.conn_request = std::exchange(request_, nullptr);
+		check(ucp_ep_create(worker_, &ep_params, &ep_), "ucp_ep_create (server)");
+	}
+	void close_ep()
+	{
+		if (!ep_)
+			return;
+		ucp_request_param_t cp{};
+		cp.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+		cp.flags = UCP_EP_CLOSE_FLAG_FORCE;
+		void *r = ucp_ep_close_nbx(std::exchange(ep_, nullptr), &cp);
+		if (r && !UCS_PTR_IS_ERR(r)) {
+			while (ucp_request_check_status(r) == UCS_INPROGRESS)
+				ucp_worker_progress(worker_);
+			ucp_request_free(r);
+		}
+	}
+
+private:
+	ucp_worker_h worker_;
+	ucp_listener_h listener_ = nullptr;
+	ucp_conn_request_h request_ = nullptr;
+	ucp_ep_h ep_ = nullptr;
+};
+
 /// Where a target buffer lies: its address and the range whose rkey
 /// covers it.
 struct Place {
@@ -228,7 +314,7 @@ struct Place {
 };
 
 /// The target: registers, maps every merged range, publishes, waits.
-int target(int sock, int n)
+int target(int sock, int n, const std::string &server_ip)
 {
 	Scattered mine(n);
 	mine.fill(0);
@@ -238,11 +324,18 @@ int target(int sock, int n)
 	MemMaps memh(ucp.context());
 	for (const svmbatch::KernelRange &r : reg.ranges())
 		memh.map(r.addr, r.len);
-	ucp_address_t *addr = nullptr;
-	std::size_t addr_len = 0;
-	check(ucp_worker_get_address(ucp.worker(), &addr, &addr_len), "ucp_worker_get_address");
-	send_blob(sock, addr, addr_len);
-	ucp_worker_release_address(ucp.worker(), addr);
+	Listener listener(ucp, server_ip);
+	if (server_ip.empty()) {
+		ucp_address_t *addr = nullptr;
+		std::size_t addr_len = 0;
+		check(ucp_worker_get_address(ucp.worker(), &addr, &addr_len),
+		      "ucp_worker_get_address");
+		send_blob(sock, addr, addr_len);
+		ucp_worker_release_address(ucp.worker(), addr);
+	} else {
+		const std::uint16_t port = listener.port();
+		send_blob(sock, &port, sizeof(port));
+	}
 	send_blob(sock, nullptr, 0); // then one rkey per range
 	std::uint64_t nranges = memh.handles.size();
 	send_blob(sock, &nranges, sizeof(nranges));
@@ -259,15 +352,17 @@ int target(int sock, int n)
 				  mine.buffers[i].len,
 				  static_cast<std::uint32_t>(reg.location(i).range)});
 	send_blob(sock, places.data(), places.size() * sizeof(Place));
-	(void)recv_blob_progressing(sock, ucp.worker()); // the peer's puts and gets are done
+	auto accept = [&] { listener.accept(); };
+	(void)recv_blob_progressing(sock, ucp.worker(), accept); // the puts and gets are done
 	const int bad = mine.mismatches(1);
 	send_blob(sock, &bad, sizeof(bad));
-	(void)recv_blob_progressing(sock, ucp.worker()); // the peer let go of the rkeys
+	(void)recv_blob_progressing(sock, ucp.worker(), accept); // the peer let go of the rkeys
+	listener.close_ep();
 	return 0;
 }
 
 /// The initiator: puts its buffers into the target's and gets them back.
-void initiator(int sock, int n)
+void initiator(int sock, int n, const std::string &server_ip, const std::string &expect_transport)
 {
 	Scattered src(n), back(n);
 	src.fill(1);
@@ -282,10 +377,28 @@ void initiator(int sock, int n)
 	Ucp ucp;
 	std::vector<char> addr = recv_blob(sock);
 	ucp_ep_params_t ep_params{};
-	ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-	ep_params.address = reinterpret_cast<const ucp_address_t *>(addr.data());
+	sockaddr_in sin{};
+	if (server_ip.empty()) {
+		ep_params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+		ep_params.address = reinterpret_cast<const ucp_address_t *>(addr.data());
+	} else {
+		// Client-server: UCX connects through its connection manager
+		// (rdmacm on an RDMA device, tcp otherwise) to the listener.
+		std::uint16_t port = 0;
+		std::memcpy(&port, addr.data(), sizeof(port));
+		sin.sin_family = AF_INET;
+		sin.sin_port = htons(port);
+		::inet_pton(AF_INET, server_ip.c_str(), &sin.sin_addr);
+		ep_params.field_mask = UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
+		ep_params.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
+		ep_params.sockaddr.addr = reinterpret_cast<const sockaddr *>(&sin);
+		ep_params.sockaddr.addrlen = sizeof(sin);
+	}
 	ucp_ep_h ep = nullptr;
 	check(ucp_ep_create(ucp.worker(), &ep_params, &ep), "ucp_ep_create");
+	ucp_request_param_t fp{};
+	// The connection is up (and its lanes chosen) once a flush completes.
+	check(ucp.wait(ucp_ep_flush_nbx(ep, &fp)), "connecting (ucp_ep_flush_nbx)");
 	(void)recv_blob(sock);
 	std::uint64_t nranges = 0;
 	std::memcpy(&nranges, recv_blob(sock).data(), sizeof(nranges));
@@ -300,6 +413,21 @@ void initiator(int sock, int n)
 	std::vector<Place> places(raw.size() / sizeof(Place));
 	std::memcpy(places.data(), raw.data(), raw.size());
 	// Which transport UCX chose for each lane: "#" lines, TAP comments.
+	if (!expect_transport.empty()) {
+		char *raw = nullptr;
+		std::size_t raw_len = 0;
+		{
+			std::unique_ptr<FILE, decltype(&std::fclose)> mem(::open_memstream(&raw,
+											   &raw_len),
+									  &std::fclose);
+			if (mem)
+				ucp_ep_print_info(ep, mem.get());
+		}
+		const std::unique_ptr<char, decltype(&std::free)> info(raw, &std::free);
+		const std::string lanes = info ? std::string(info.get(), raw_len) : "";
+		tap(lanes.find(expect_transport) != std::string::npos,
+		    "UCX moves the data with " + expect_transport);
+	}
 	ucp_ep_print_info(ep, stdout);
 	std::fflush(stdout);
 	tap(places.size() == src.buffers.size(),
@@ -342,11 +470,18 @@ void initiator(int sock, int n)
 int main(int argc, char **argv)
 {
 	int n = 64;
-	for (int i = 1; i + 1 < argc; i += 2)
+	std::string server_ip, expect_transport;
+	for (int i = 1; i + 1 < argc; i += 2) {
 		if (!std::strcmp(argv[i], "--buffers"))
 			n = std::atoi(argv[i + 1]);
+		else if (!std::strcmp(argv[i], "--server-ip"))
+			server_ip = argv[i + 1];
+		else if (!std::strcmp(argv[i], "--expect-transport"))
+			expect_transport = argv[i + 1];
+	}
 	if (n < 1 || n > 4096) {
-		std::fprintf(stderr, "usage: ucx_put_get [--buffers 1..4096]\n");
+		std::fprintf(stderr, "usage: ucx_put_get [--buffers 1..4096] [--server-ip IPV4] "
+				     "[--expect-transport NAME]\n");
 		return 2;
 	}
 	int sv[2];
@@ -359,7 +494,7 @@ int main(int argc, char **argv)
 		::close(sv[0]);
 		int rc = 1;
 		try {
-			rc = target(sv[1], n);
+			rc = target(sv[1], n, server_ip);
 		} catch (const std::exception &e) {
 			std::fprintf(stderr, "ucx_put_get target: %s\n", e.what());
 		}
@@ -368,7 +503,7 @@ int main(int argc, char **argv)
 	}
 	::close(sv[1]);
 	try {
-		initiator(sv[0], n);
+		initiator(sv[0], n, server_ip, expect_transport);
 	} catch (const std::exception &e) {
 		tap(false, std::string("initiator: ") + e.what());
 	}

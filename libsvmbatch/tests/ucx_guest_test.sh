@@ -5,25 +5,28 @@
 # maps a registration's merged ranges with ucp_mem_map and a second
 # process puts into and gets from them with UCX's rc_verbs transport on
 # the rxe device that svmbatch_rdma_tests made earlier in this guest.
-# The guest runner ships the program as /usr/libexec/svmbatch/ucx_put_get
-# with UCX's transport modules.  Prints TAP (the program's own).
+# Client-server mode: the connection goes through rdmacm (rdma_ucm).  The
+# worker-address mode would wire rc_verbs up through ud_verbs, which does
+# not complete over rxe (Documentation/rdma.rst).  The guest runner ships
+# the program as /usr/libexec/svmbatch/ucx_put_get with UCX's transport
+# modules.  Prints TAP (the program's own).
 set -u
 PROG=/usr/libexec/svmbatch/ucx_put_get
 DEV=svmb_rxe0
+IP=10.199.0.1 # rdma_rxe_test.cpp's address on the rxe netdev
 
-if [ ! -d /sys/class/infiniband/$DEV ]; then
+if [ ! -d /sys/class/infiniband/$DEV ] || [ ! -e /dev/infiniband/rdma_cm ]; then
 	echo "TAP version 13"
 	echo "1..1"
-	echo "ok 1 UCX over soft-RoCE # SKIP no $DEV (svmbatch_rdma_tests makes it)"
+	echo "ok 1 UCX over soft-RoCE # SKIP no $DEV or no rdma_cm (svmbatch_rdma_tests makes the device)"
 	exit 0
 fi
-# The GID of the device's IPv4 address (RoCE v2): UCX's default, the
-# first entry (IPv6 link-local), does not carry its UD wire-up here.
+# The GID of the device's IPv4 address (RoCE v2).
 gid=
 for f in "/sys/class/infiniband/$DEV"/ports/1/gids/*; do
 	case $(cat "$f" 2>/dev/null) in
 	0000:0000:0000:0000:0000:ffff:*) gid=${f##*/} && break ;;
 	esac
 done
-UCX_TLS=${UCX_TLS:-tcp} UCX_NET_DEVICES=${UCX_NET_DEVICES:-svmb0} \
-	UCX_IB_GID_INDEX=${gid:-auto} exec "$PROG" --buffers 48
+UCX_TLS=rc_verbs UCX_NET_DEVICES=$DEV:1 UCX_IB_GID_INDEX=${gid:-auto} \
+	exec "$PROG" --buffers 48 --server-ip $IP --expect-transport rc_verbs/$DEV
