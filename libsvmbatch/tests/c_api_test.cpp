@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include <svmbatch/config.h>
 #include <svmbatch/svmbatch.h>
 
 #include "test_util.hpp"
@@ -356,5 +357,61 @@ TEST_F(CApiTest, TheDeprecatedNamesStillWork)
 	EXPECT_EQ(svmbatch_c_api_deprecated_names(), 0);
 }
 #pragma GCC diagnostic pop
+
+} // namespace
+
+namespace {
+
+TEST_F(CApiTest, StaleNotificationGivesAnEventfdInKernelModeOnly)
+{
+	Pages mem(2);
+	ASSERT_NE(mem.get(), nullptr);
+	svmbatch_buffer b = {mem.get(), page, SVMBATCH_ACCESS_READ_WRITE};
+	svmbatch_reg_options opt = {SVMBATCH_REG_NOTIFY_STALE};
+	svmbatch_reg *reg = nullptr;
+	int fd = 0;
+
+	// Without the option: no eventfd.
+	ASSERT_EQ(svmbatch_reg_create_with(ctx_, &b, 1, nullptr, &reg, nullptr), 0);
+	ASSERT_EQ(svmbatch_reg_get_stale_fd(reg, &fd), 0);
+	EXPECT_EQ(fd, -1);
+	svmbatch_reg_destroy(reg);
+
+	svmbatch_reg_options unknown = {1U << 7};
+	EXPECT_EQ(svmbatch_reg_create_with(ctx_, &b, 1, &unknown, &reg, nullptr), -EINVAL);
+	EXPECT_EQ(reg, nullptr);
+	EXPECT_EQ(svmbatch_reg_get_stale_fd(nullptr, &fd), -EINVAL);
+
+	const int rc = svmbatch_reg_create_with(ctx_, &b, 1, &opt, &reg, nullptr);
+	if (c_mode() != SVMBATCH_MODE_KERNEL) {
+		EXPECT_EQ(rc, -EOPNOTSUPP);
+		EXPECT_EQ(reg, nullptr);
+		EXPECT_NE(std::string(svmbatch_last_error()).find("kernel mode"),
+			  std::string::npos);
+		return;
+	}
+	ASSERT_EQ(rc, 0) << svmbatch_last_error();
+	ASSERT_EQ(svmbatch_reg_get_stale_fd(reg, &fd), 0);
+	EXPECT_GE(fd, 0);
+	svmbatch_reg_destroy(reg);
+}
+
+#if !SVMBATCH_HAS_RDMA
+TEST_F(CApiTest, RdmaWithoutTheBackendIsEopnotsupp)
+{
+	Pages mem(1);
+	svmbatch_buffer b = {mem.get(), page, SVMBATCH_ACCESS_READ_WRITE};
+	svmbatch_reg *reg = nullptr;
+	svmbatch_rdma *rdma = nullptr;
+	int not_a_pd = 0;
+
+	ASSERT_EQ(svmbatch_reg_create(ctx_, &b, 1, &reg, nullptr), 0);
+	EXPECT_EQ(svmbatch_rdma_create(reg, reinterpret_cast<ibv_pd *>(&not_a_pd), 0, nullptr,
+				       &rdma, nullptr),
+		  -EOPNOTSUPP);
+	EXPECT_EQ(rdma, nullptr);
+	svmbatch_reg_destroy(reg);
+}
+#endif
 
 } // namespace

@@ -21,8 +21,10 @@
 #include <string>
 #include <vector>
 
+#include <svmbatch/svmbatch.h>
 #include <svmbatch/svmbatch.hpp>
 
+#include "capi/c_api_internal.hpp"
 #include "fake_ibverbs/fake_ibverbs.h"
 #include "rdma/mr_plan.hpp"
 #include "expect_error.hpp"
@@ -435,6 +437,62 @@ TEST_F(FakeVerbs, AllReadOnlyBuffersGetAReadOnlyDmabufAndNoWriteAccess)
 
 	ASSERT_EQ(mrs.path(), RdmaPath::DmaBuf);
 	EXPECT_EQ(fake_ibv_call_at(0).access, IBV_ACCESS_REMOTE_READ);
+}
+
+/* --- the C API ------------------------------------------------------------- */
+
+TEST_F(FakeVerbs, TheCApiRegistersKeysAndRollsBack)
+{
+	ThreeRanges t;
+	svmbatch_ctx *ctx = nullptr;
+	ASSERT_EQ(svmbatch_ctx_open(kernel() ? SVMBATCH_MODE_KERNEL : SVMBATCH_MODE_USERSPACE,
+				    nullptr, &ctx),
+		  0);
+	std::vector<svmbatch_buffer> cb;
+	for (const Buffer &b : t.buffers)
+		cb.push_back({b.ptr, b.len,
+			      b.access == Access::ReadOnly ? SVMBATCH_ACCESS_READ_ONLY :
+							     SVMBATCH_ACCESS_READ_WRITE});
+	svmbatch_reg *reg = nullptr;
+	ASSERT_EQ(svmbatch_reg_create(ctx, cb.data(), cb.size(), &reg, nullptr), 0);
+	svmbatch_rdma_options opt = {SVMBATCH_RDMA_AUTO, 0, test::fake_ibverbs_library};
+	svmbatch_rdma *rdma = nullptr;
+	size_t bad = 0;
+
+	ASSERT_EQ(svmbatch_rdma_create(reg, fake_ibv_pd(), rw_access, &opt, &rdma, &bad), 0)
+		<< svmbatch_last_error();
+	EXPECT_EQ(bad, SVMBATCH_LIB_NO_INDEX);
+	svmbatch_rdma_info info{};
+	ASSERT_EQ(svmbatch_rdma_get_info(rdma, &info), 0);
+	EXPECT_EQ(info.path, SVMBATCH_RDMA_PER_RANGE);
+	EXPECT_EQ(info.nr_buffers, t.buffers.size());
+	EXPECT_EQ(info.nr_regions, 3U);
+	EXPECT_STRNE(info.fallback_reason, "");
+	svmbatch_rdma_key key{};
+	ASSERT_EQ(svmbatch_rdma_get_key(rdma, 2, &key), 0);
+	EXPECT_EQ(key.addr, addr(t.buffers[2].ptr));
+	EXPECT_NE(key.rkey, 0U);
+	EXPECT_EQ(svmbatch_rdma_get_key(rdma, 4, &key), -ERANGE);
+	svmbatch_rdma_destroy(rdma);
+	EXPECT_EQ(fake_ibv_live_regions(), 0);
+
+	// Region 1 of 3 fails: -errno, its first buffer, nothing left.
+	fake_ibv_reset();
+	fake_ibv_fail_registration(1, ENOMEM);
+	rdma = nullptr;
+	EXPECT_EQ(svmbatch_rdma_create(reg, fake_ibv_pd(), rw_access, &opt, &rdma, &bad), -ENOMEM);
+	EXPECT_EQ(rdma, nullptr);
+	svmbatch::Registration &cxx = reg->reg;
+	EXPECT_EQ(bad, cxx.first_buffer(1));
+	EXPECT_NE(std::string(svmbatch_last_error()).find("rdma-register"), std::string::npos);
+	EXPECT_EQ(fake_ibv_live_regions(), 0);
+
+	opt.path = static_cast<svmbatch_rdma_path>(7);
+	EXPECT_EQ(svmbatch_rdma_create(reg, fake_ibv_pd(), rw_access, &opt, &rdma, nullptr),
+		  -EINVAL);
+	EXPECT_EQ(svmbatch_rdma_create(reg, nullptr, rw_access, nullptr, &rdma, nullptr), -EINVAL);
+	svmbatch_reg_destroy(reg);
+	svmbatch_ctx_close(ctx);
 }
 
 /* --- a registration cache invalidated by the stale eventfd ------------------ */

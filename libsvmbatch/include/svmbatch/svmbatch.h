@@ -26,10 +26,13 @@ extern "C" {
 #endif
 
 struct io_uring;
+struct ibv_pd;
+struct ibv_mr;
 
 typedef struct svmbatch_ctx svmbatch_ctx;
 typedef struct svmbatch_reg svmbatch_reg;
 typedef struct svmbatch_fixed svmbatch_fixed;
+typedef struct svmbatch_rdma svmbatch_rdma;
 
 #define SVMBATCH_LIB_NO_INDEX ((size_t)-1)
 
@@ -80,6 +83,39 @@ struct svmbatch_fixed_slice {
 	size_t len;
 };
 
+/* svmbatch_reg_options.flags */
+#define SVMBATCH_REG_NOTIFY_STALE (1U << 0) /* a stale eventfd: svmbatch_reg_get_stale_fd */
+
+struct svmbatch_reg_options {
+	unsigned int flags; /* SVMBATCH_REG_* */
+};
+
+enum svmbatch_rdma_path {
+	SVMBATCH_RDMA_AUTO = 0, /* dma-buf where it works, else per range */
+	SVMBATCH_RDMA_DMABUF = 1, /* ibv_reg_dmabuf_mr: keys by dma-buf offset */
+	SVMBATCH_RDMA_PER_RANGE = 2, /* ibv_reg_mr per range: keys by address */
+};
+
+struct svmbatch_rdma_options {
+	enum svmbatch_rdma_path path;
+	uint64_t max_mr_bytes; /* 0: the device's max_mr_size */
+	const char *library; /* NULL: libibverbs.so.1 */
+};
+
+/* What a work request names for a caller buffer. */
+struct svmbatch_rdma_key {
+	uint64_t addr;
+	uint32_t lkey;
+	uint32_t rkey;
+};
+
+struct svmbatch_rdma_info {
+	enum svmbatch_rdma_path path; /* DMABUF or PER_RANGE, never AUTO */
+	size_t nr_buffers;
+	size_t nr_regions;
+	const char *fallback_reason; /* "" if none; valid while the handle lives */
+};
+
 /* Contexts: device is NULL for /dev/svmbatch. */
 SVMBATCH_API int svmbatch_ctx_open(enum svmbatch_mode mode, const char *device, svmbatch_ctx **ctx);
 SVMBATCH_API void svmbatch_ctx_close(svmbatch_ctx *ctx);
@@ -88,8 +124,34 @@ SVMBATCH_API int svmbatch_ctx_get_info(const svmbatch_ctx *ctx, struct svmbatch_
 /* Registrations: all buffers or none. */
 SVMBATCH_API int svmbatch_reg_create(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
 				     size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index);
+/* The same with options (NULL: none). */
+SVMBATCH_API int svmbatch_reg_create_with(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
+					  size_t nr_buffers,
+					  const struct svmbatch_reg_options *options,
+					  svmbatch_reg **reg, size_t *failed_index);
 SVMBATCH_API void svmbatch_reg_destroy(svmbatch_reg *reg);
 SVMBATCH_API int svmbatch_reg_get_info(const svmbatch_reg *reg, struct svmbatch_reg_info *info);
+/*
+ * *fd: the eventfd (non-blocking, owned by reg) that the module signals
+ * once when reg goes stale; -1 without SVMBATCH_REG_NOTIFY_STALE.
+ */
+SVMBATCH_API int svmbatch_reg_get_stale_fd(const svmbatch_reg *reg, int *fd);
+
+/*
+ * RDMA memory regions of a registration in the caller's protection
+ * domain (Documentation/rdma.rst): all or nothing, none longer than the
+ * device's max_mr_size; options may be NULL; access is IBV_ACCESS_*.
+ * -EOPNOTSUPP from a library built without RDMA.  Independent of reg's
+ * lifetime; destroy before the protection domain.
+ */
+SVMBATCH_API int svmbatch_rdma_create(const svmbatch_reg *reg, struct ibv_pd *pd, int access,
+				      const struct svmbatch_rdma_options *options,
+				      svmbatch_rdma **rdma, size_t *failed_index);
+/* Caller buffer @buffer's key; -ERANGE past the end. */
+SVMBATCH_API int svmbatch_rdma_get_key(const svmbatch_rdma *rdma, size_t buffer,
+				       struct svmbatch_rdma_key *key);
+SVMBATCH_API int svmbatch_rdma_get_info(const svmbatch_rdma *rdma, struct svmbatch_rdma_info *info);
+SVMBATCH_API void svmbatch_rdma_destroy(svmbatch_rdma *rdma);
 
 /* io_uring fixed buffers; options may be NULL.  Destroy before the ring. */
 SVMBATCH_API int svmbatch_fixed_create(const svmbatch_reg *reg, struct io_uring *ring,

@@ -5,93 +5,35 @@
 #include <svmbatch/svmbatch.hpp>
 
 #include <cerrno>
-#include <cstring>
 #include <memory>
-#include <new>
 #include <string>
-#include <type_traits>
 #include <vector>
 
-struct svmbatch_ctx {
-	svmbatch::Context ctx;
-};
+#include "capi/c_api_internal.hpp"
 
-struct svmbatch_reg {
-	svmbatch::Registration reg;
-};
+namespace svmbatch::capi {
 
-struct svmbatch_fixed {
-	svmbatch::FixedBuffers fixed;
-};
+std::string &last_error() noexcept
+{
+	thread_local std::string message;
+
+	return message;
+}
+
+void set_error(const char *what, const char *detail) noexcept
+{
+	try {
+		last_error().assign(what).append(detail);
+	} catch (...) {
+		last_error().clear();
+	}
+}
+
+} // namespace svmbatch::capi
 
 namespace {
 
-thread_local std::string last_error;
-
-/*
- * Store this thread's message.  Runs inside catch handlers and after
- * argument checks, where a bad_alloc would cross the C boundary: the
- * message is best effort, the errno is what counts.
- */
-void set_error(const char *what, const char *detail = "") noexcept
-{
-	try {
-		last_error.assign(what).append(detail);
-	} catch (...) {
-		last_error.clear();
-	}
-}
-
-/* Run fn; map what it throws to -errno, the message and the failed index. */
-template <typename Fn> int guarded(size_t *failed_index, Fn fn) noexcept
-{
-	last_error.clear();
-	if (failed_index)
-		*failed_index = SVMBATCH_LIB_NO_INDEX;
-	try {
-		fn();
-		return 0;
-	} catch (const svmbatch::Error &e) {
-		if (failed_index)
-			*failed_index = e.buffer_index();
-		set_error(e.what());
-		/* 0 would read as success with a NULL handle. */
-		return e.err() > 0 ? -e.err() : -EIO;
-	} catch (const std::bad_alloc &) {
-		set_error("svmbatch: out of memory");
-		return -ENOMEM;
-	} catch (const std::exception &e) {
-		/* Not an svmbatch::Error: a library bug, not the caller's input. */
-		set_error("svmbatch: unexpected C++ exception (reported as EIO): ", e.what());
-		return -EIO;
-	} catch (...) {
-		set_error("svmbatch: unexpected non-standard exception (reported as EIO)");
-		return -EIO;
-	}
-}
-
-int fail(int err, const char *what) noexcept
-{
-	set_error("svmbatch: ", what);
-	return -err;
-}
-
-int invalid(const char *what) noexcept
-{
-	return fail(EINVAL, what);
-}
-
-/*
- * A C caller may store any int in an enum; in C++ loading a value outside
- * the enum's range is undefined (UBSan says so), so read the bytes.
- */
-template <typename E> std::underlying_type_t<E> raw_value(const E &e) noexcept
-{
-	std::underlying_type_t<E> v;
-
-	std::memcpy(&v, &e, sizeof(v));
-	return v;
-}
+using namespace svmbatch::capi; // NOLINT(google-build-using-namespace): the C API's helpers
 
 svmbatch::Mode to_mode(svmbatch_mode m)
 {
@@ -142,7 +84,7 @@ int svmbatch_ctx_get_info(const svmbatch_ctx *ctx, struct svmbatch_ctx_info *inf
 		return invalid("svmbatch_ctx_get_info: NULL argument");
 	const svmbatch::Info &i = ctx->ctx.info();
 
-	last_error.clear();
+	last_error().clear();
 	*info = {};
 	info->mode = i.mode == svmbatch::Mode::Kernel ? SVMBATCH_MODE_KERNEL :
 							SVMBATCH_MODE_USERSPACE;
@@ -157,6 +99,13 @@ int svmbatch_ctx_get_info(const svmbatch_ctx *ctx, struct svmbatch_ctx_info *inf
 
 int svmbatch_reg_create(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers, size_t nr_buffers,
 			svmbatch_reg **reg, size_t *failed_index)
+{
+	return svmbatch_reg_create_with(ctx, buffers, nr_buffers, nullptr, reg, failed_index);
+}
+
+int svmbatch_reg_create_with(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
+			     size_t nr_buffers, const struct svmbatch_reg_options *options,
+			     svmbatch_reg **reg, size_t *failed_index)
 {
 	if (failed_index)
 		*failed_index = SVMBATCH_LIB_NO_INDEX;
@@ -175,6 +124,10 @@ int svmbatch_reg_create(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers
 			return invalid("svmbatch_reg_create: unknown access");
 		}
 	}
+	if (options && (options->flags & ~SVMBATCH_REG_NOTIFY_STALE))
+		return invalid("svmbatch_reg_create: unknown flags");
+	svmbatch::RegisterOptions opt;
+	opt.notify_stale = options && (options->flags & SVMBATCH_REG_NOTIFY_STALE);
 	return guarded(failed_index, [&] {
 		std::vector<svmbatch::Buffer> b(nr_buffers);
 
@@ -183,7 +136,8 @@ int svmbatch_reg_create(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers
 				buffers[i].access == SVMBATCH_ACCESS_READ_ONLY ?
 					svmbatch::Access::ReadOnly :
 					svmbatch::Access::ReadWrite};
-		auto r = std::make_unique<svmbatch_reg>(svmbatch_reg{ctx->ctx.register_buffers(b)});
+		auto r = std::make_unique<svmbatch_reg>(
+			svmbatch_reg{ctx->ctx.register_buffers(b, opt)});
 		*reg = r.release(); /* owned by the caller until svmbatch_reg_destroy */
 	});
 }
@@ -197,13 +151,22 @@ int svmbatch_reg_get_info(const svmbatch_reg *reg, struct svmbatch_reg_info *inf
 {
 	if (!reg || !info)
 		return invalid("svmbatch_reg_get_info: NULL argument");
-	last_error.clear();
+	last_error().clear();
 	*info = {};
 	info->handle = reg->reg.handle();
 	info->nr_buffers = reg->reg.buffers().size();
 	info->nr_ranges = reg->reg.ranges().size();
 	info->pages = reg->reg.pages();
 	info->pinned_pages = reg->reg.pinned_pages();
+	return 0;
+}
+
+int svmbatch_reg_get_stale_fd(const svmbatch_reg *reg, int *fd)
+{
+	if (!reg || !fd)
+		return invalid("svmbatch_reg_get_stale_fd: NULL argument");
+	last_error().clear();
+	*fd = reg->reg.stale_fd();
 	return 0;
 }
 
@@ -231,7 +194,7 @@ int svmbatch_fixed_get(const svmbatch_fixed *fixed, size_t buffer,
 {
 	if (!fixed || !slice)
 		return invalid("svmbatch_fixed_get: NULL argument");
-	last_error.clear();
+	last_error().clear();
 	if (buffer >= fixed->fixed.size())
 		return fail(ERANGE, "svmbatch_fixed_get: buffer index out of range");
 	const svmbatch::FixedSlice &s = fixed->fixed[buffer];
@@ -248,7 +211,7 @@ void svmbatch_fixed_destroy(svmbatch_fixed *fixed)
 
 const char *svmbatch_last_error(void)
 {
-	return last_error.c_str();
+	return last_error().c_str();
 }
 
 /* The deprecated names: the same functions under the names of 0.1. */
