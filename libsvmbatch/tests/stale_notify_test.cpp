@@ -10,6 +10,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <filesystem>
 
 #include <svmbatch/svmbatch.hpp>
 
@@ -51,6 +52,34 @@ TEST(StaleNotify, UserspaceModeIsEOPNOTSUPP)
 	});
 	EXPECT_EQ(e.err(), EOPNOTSUPP);
 	EXPECT_EQ(e.step(), Step::Validate);
+	EXPECT_EQ(process_pinned_bytes(), pinned);
+}
+
+/// The number of this process's open file descriptors.
+std::size_t open_fds()
+{
+	std::size_t n = 0;
+	for ([[maybe_unused]] const auto &e : std::filesystem::directory_iterator("/proc/self/fd"))
+		n++;
+	return n;
+}
+
+TEST(StaleNotify, AFailedRegistrationLeavesNoEventfdBehind)
+{
+	SVMBATCH_SKIP_UNLESS_KERNEL_MODE();
+	test::MappedPages good(1), gone(1);
+	Context ctx = test::make_context();
+	ASSERT_EQ(::munmap(gone.p, gone.len), 0);
+	const Buffer b[] = {{good.p, good.len}, {gone.p, gone.len}};
+	const std::size_t fds = open_fds();
+	const std::uint64_t pinned = process_pinned_bytes();
+
+	Error e = expect_error(
+		[&] { (void)ctx.register_buffers(b, RegisterOptions{.notify_stale = true}); });
+	gone.p = nullptr; // unmapped already
+	EXPECT_EQ(e.err(), EFAULT);
+	EXPECT_EQ(e.buffer_index(), 1U);
+	EXPECT_EQ(open_fds(), fds) << "the eventfd of the failed registration stayed open";
 	EXPECT_EQ(process_pinned_bytes(), pinned);
 }
 
