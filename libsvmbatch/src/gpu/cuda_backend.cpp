@@ -4,18 +4,20 @@
 #include <svmbatch/error.hpp>
 #include <svmbatch/registration.hpp>
 
-#include <unistd.h>
-
 #include <cerrno>
 #include <vector>
 
+#include "gpu/host_register_plan.hpp"
 #include "shim/libcuda.hpp"
 
 namespace svmbatch {
 
+using detail::classify_ranges;
+using detail::covered_spans;
 using detail::cuda_errno;
 using detail::CudaContext;
 using detail::CudaCurrent;
+using detail::first_buffer_known;
 using detail::LibCuda;
 namespace cu = detail::cu;
 
@@ -87,92 +89,6 @@ const char *memory_name(CudaMemory m)
 	return "?";
 }
 
-/// Error path of CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED: the first
-/// caller buffer of range r with a page CUDA knows (page by page, beyond
-/// the ends that classification probed), else fallback.
-std::size_t buffer_cuda_knows(const LibCuda &d, const Registration &reg, std::size_t r,
-			      std::size_t fallback)
-{
-	const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-	auto buffers = reg.buffers();
-
-	for (std::size_t i = 0; i < buffers.size(); i++) {
-		if (reg.location(i).range != r)
-			continue;
-		const auto *p = static_cast<const char *>(buffers[i].ptr);
-		for (std::size_t off = 0; off < buffers[i].len; off += page)
-			if (classify_with(d, p + off) != CudaMemory::Unknown)
-				return i;
-	}
-	return fallback;
-}
-
-/// Per range: what CUDA knows of it, from both ends of each buffer that
-/// starts in it.  EEXIST when a range mixes kinds of memory, EINVAL for
-/// device memory, both blaming the buffer.
-std::vector<CudaMemory> classify_ranges(const LibCuda &d, const Registration &registration)
-{
-	auto buffers = registration.buffers();
-	auto ranges = registration.ranges();
-	std::vector<CudaMemory> kind(ranges.size(), CudaMemory::Unknown);
-	std::vector<bool> classified(ranges.size(), false);
-
-	for (std::size_t i = 0; i < buffers.size(); i++) {
-		std::size_t r = registration.location(i).range;
-		const auto *p = static_cast<const char *>(buffers[i].ptr);
-
-		for (const char *probe : {p, p + buffers[i].len - 1}) {
-			CudaMemory m = classify_with(d, probe);
-
-			if (!classified[r]) {
-				kind[r] = m;
-				classified[r] = true;
-			} else if (m != kind[r]) {
-				throw Error(EEXIST, Step::GpuMap,
-					    std::string("range ") + std::to_string(r) + " mixes " +
-						    memory_name(kind[r]) + " and " +
-						    memory_name(m) + "; register them separately",
-					    i);
-			}
-		}
-		if (kind[r] == CudaMemory::Device)
-			throw Error(EINVAL, Step::GpuMap,
-				    "CUDA device memory is not host memory to map", i);
-	}
-	return kind;
-}
-
-/// Per range, the bytes its buffers cover: from the first byte of the
-/// first to the last byte of the last (clipped to the range).  CUDA
-/// registers those, not the whole pages: the rest of a page belongs to
-/// whoever else malloc put there, and a later buffer there that straddled
-/// a registered region's edge would fail every cudaMemcpy with
-/// cudaErrorInvalidValue.
-std::vector<KernelRange> covered_spans(const Registration &registration)
-{
-	auto ranges = registration.ranges();
-	auto buffers = registration.buffers();
-	std::vector<KernelRange> span(ranges.size());
-	std::vector<std::uintptr_t> end(ranges.size(), 0);
-
-	for (std::size_t r = 0; r < ranges.size(); r++) {
-		span[r] = ranges[r];
-		span[r].addr = ranges[r].addr + ranges[r].len;
-	}
-	for (std::size_t i = 0; i < buffers.size(); i++) {
-		const auto start = reinterpret_cast<std::uintptr_t>(buffers[i].ptr);
-		const std::uintptr_t stop = start + buffers[i].len;
-		for (std::size_t r = registration.location(i).range;
-		     r < ranges.size() && ranges[r].addr < stop; r++) {
-			span[r].addr = std::min(span[r].addr, std::max(start, ranges[r].addr));
-			end[r] = std::max(end[r], std::min(stop, ranges[r].addr + ranges[r].len));
-		}
-	}
-	for (std::size_t r = 0; r < ranges.size(); r++)
-		span[r].len = end[r] - span[r].addr;
-	return span;
-}
-
 /// cuMemHostRegister the spans of plain host memory into owner, all or
 /// nothing; per range its span's device pointer (0 where CUDA knew the
 /// memory).
@@ -198,7 +114,9 @@ std::vector<cu::DevicePtr> register_ranges(const LibCuda &d, const Registration 
 			owner.unregister_all(); // ranges 0..r-1
 			std::size_t blame = registration.first_buffer(r);
 			if (res == cu::error_host_memory_already_registered)
-				blame = buffer_cuda_knows(d, registration, r, blame);
+				blame = first_buffer_known<CudaMemory>(
+					registration, r, blame,
+					[&d](const void *p) { return classify_with(d, p); });
 			throw Error(cuda_errno(res), Step::GpuMap,
 				    "cuMemHostRegister of range " + std::to_string(r) + " (" +
 					    std::to_string(ranges[r].len) +
@@ -297,7 +215,9 @@ GpuMapping CudaBackend::map(const Registration &registration)
 {
 	const LibCuda &d = ctx_->driver();
 	CudaCurrent current(*ctx_);
-	std::vector<CudaMemory> kind = classify_ranges(d, registration);
+	std::vector<CudaMemory> kind = classify_ranges<CudaMemory>(
+		registration, [&d](const void *p) { return classify_with(d, p); }, memory_name,
+		"CUDA");
 	auto owner = std::make_unique<CudaHostRegistration>(ctx_);
 	std::vector<KernelRange> spans = covered_spans(registration);
 	std::vector<cu::DevicePtr> range_dptr =
