@@ -9,7 +9,7 @@ install(TARGETS svmbatch svmbatch_static EXPORT svmbatchTargets
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
 # The headers of the backends this build has, and the generated config.h.
 set(_svmbatch_absent)
-foreach(b CUDA HSA AMDGPU DRM)
+foreach(b CUDA HIP HSA AMDGPU DRM)
   string(TOLOWER ${b} _name)
   if(NOT SVMBATCH_WITH_${b})
     list(APPEND _svmbatch_absent PATTERN ${_name}_backend.hpp EXCLUDE)

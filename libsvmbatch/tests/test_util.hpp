@@ -12,9 +12,10 @@
 
 namespace svmbatch::test {
 
-/// The fake CUDA driver, HSA runtime and libibverbs (fake_cuda/, fake_hsa/,
-/// fake_ibverbs/) by soname, the way the backends' options name the real
-/// libcuda.so.1, libhsa-runtime64.so.1 and libibverbs.so.1.  The test
+/// The fake CUDA driver, HIP and HSA runtimes and libibverbs (fake_cuda/,
+/// fake_hip/, fake_hsa/, fake_ibverbs/) by soname, the way the backends'
+/// options name the real libcuda.so.1, libamdhip64.so.5,
+/// libhsa-runtime64.so.1 and libibverbs.so.1.  The test
 /// binary links the fakes, so dlopen of
 /// the soname returns the copy the loader mapped at start (the one whose
 /// control functions the tests call), wherever it found it: through the
@@ -22,6 +23,7 @@ namespace svmbatch::test {
 /// (/usr/lib/svmbatch-tests, tools/vmtest/mkinitramfs.sh) in a guest.  No
 /// path of the build tree is compiled in.
 inline constexpr const char *fake_cuda_library = "libsvmbatch_fake_cuda.so";
+inline constexpr const char *fake_hip_library = "libsvmbatch_fake_hip.so";
 inline constexpr const char *fake_hsa_library = "libsvmbatch_fake_hsa.so";
 inline constexpr const char *fake_ibverbs_library = "libsvmbatch_fake_ibverbs.so";
 

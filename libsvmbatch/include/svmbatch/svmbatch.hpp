@@ -20,6 +20,9 @@
 #if SVMBATCH_HAS_DRM
 #include <svmbatch/gpu/drm_backend.hpp>
 #endif
+#if SVMBATCH_HAS_HIP
+#include <svmbatch/gpu/hip_backend.hpp>
+#endif
 #if SVMBATCH_HAS_HSA
 #include <svmbatch/gpu/hsa_backend.hpp>
 #endif

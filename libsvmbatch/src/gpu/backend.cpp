@@ -15,6 +15,8 @@ std::vector<std::string> built_backends()
 
 	if (SVMBATCH_HAS_CUDA)
 		names.emplace_back("cuda");
+	if (SVMBATCH_HAS_HIP)
+		names.emplace_back("hip");
 	if (SVMBATCH_HAS_HSA)
 		names.emplace_back("hsa");
 	if (SVMBATCH_HAS_AMDGPU)

@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: MIT
+// HipBackend against the real HIP runtime (Debian's libamdhip64, ROCm
+// 5.2.3, where installed).  Without an AMD GPU (no /dev/kfd: here, the
+// guests, CI) the runtime must fail cleanly: ENODEV carrying HIP's own
+// status from hipGetDeviceCount, no crash, and nothing left behind (file
+// descriptors, pinned memory, the registration it was asked to map).
+// With a GPU the same test maps scattered buffers for real.
+#include <gtest/gtest.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <svmbatch/svmbatch.hpp>
+
+#include "expect_error.hpp"
+#include "test_util.hpp"
+
+namespace svmbatch {
+namespace {
+
+std::size_t open_fds()
+{
+	std::size_t n = 0;
+	for ([[maybe_unused]] const auto &e : std::filesystem::directory_iterator("/proc/self/fd"))
+		n++;
+	return n;
+}
+
+/// The backend on the real runtime, or the Error it threw.
+struct Attempt {
+	std::unique_ptr<HipBackend> backend;
+	std::optional<Error> error;
+};
+
+Attempt open_hip()
+{
+	Attempt a;
+	try {
+		a.backend = std::make_unique<HipBackend>();
+	} catch (const Error &e) {
+		a.error = e;
+	}
+	return a;
+}
+
+bool runtime_missing(const Attempt &a)
+{
+	return a.error && std::string(a.error->what()).starts_with("no HIP runtime");
+}
+
+TEST(HipRuntime, WithoutADeviceItIsENODEVWithHipsStatusAndLeavesNothing)
+{
+	Context ctx = test::make_context();
+	std::vector<char> mem(3 * 4096 + 17, 'x');
+	Buffer buf{mem.data(), mem.size()};
+	Registration reg = ctx.register_buffers({&buf, 1});
+	const std::uint64_t pinned = test::quiet_pinned_bytes();
+	const std::size_t fds = open_fds();
+
+	Attempt a = open_hip();
+	if (runtime_missing(a))
+		GTEST_SKIP() << "the HIP runtime is not installed: " << a.error->what();
+	if (a.backend)
+		GTEST_SKIP() << "a HIP device is present (" << a.backend->device_name()
+			     << "): HipRuntime.MapsScatteredBuffersOnADevice tests it";
+	const Error &e = *a.error;
+	EXPECT_EQ(e.err(), ENODEV) << e.what();
+	EXPECT_EQ(e.step(), Step::GpuOpen);
+	EXPECT_NE(e.driver_status(), 0) << "HIP's status is carried";
+	EXPECT_NE(std::string(e.what()).find("hipGetDeviceCount (libamdhip64.so."),
+		  std::string::npos)
+		<< e.what();
+	EXPECT_NE(std::string(e.what()).find("hipError"), std::string::npos) << e.what();
+	std::printf("# no device: %s\n", e.what());
+
+	/* The runtime's failure is stable, and costs nothing. */
+	Attempt again = open_hip();
+	ASSERT_TRUE(again.error);
+	EXPECT_EQ(again.error->driver_status(), e.driver_status());
+	EXPECT_EQ(open_fds(), fds) << "the runtime left a file descriptor open";
+	EXPECT_EQ(process_pinned_bytes(), pinned);
+	EXPECT_EQ(reg.buffers().size(), 1u);
+	EXPECT_EQ(reg.ranges().size(), 1u);
+}
+
+TEST(HipRuntime, MapsScatteredBuffersOnADevice)
+{
+	Attempt a = open_hip();
+	if (a.error)
+		GTEST_SKIP() << "no HIP device: " << a.error->what();
+	HipBackend &hip = *a.backend;
+	Context ctx = test::make_context();
+	std::vector<std::vector<char>> mem(64);
+	std::vector<Buffer> bufs;
+	for (std::size_t i = 0; i < mem.size(); i++) {
+		mem[i].resize(1000 + 4099 * i);
+		bufs.push_back({mem[i].data(), mem[i].size()});
+	}
+	Registration reg = ctx.register_buffers(bufs);
+	{
+		GpuMapping m = reg.map(hip);
+		ASSERT_EQ(m.size(), bufs.size());
+		for (std::size_t i = 0; i < bufs.size(); i++) {
+			EXPECT_NE(m.address(i), 0u) << "buffer " << i;
+			EXPECT_EQ(hip.classify(bufs[i].ptr), HipMemory::Host) << "buffer " << i;
+		}
+	}
+	for (std::size_t i = 0; i < bufs.size(); i++)
+		EXPECT_EQ(hip.classify(bufs[i].ptr), HipMemory::Unknown) << "buffer " << i;
+}
+
+} // namespace
+} // namespace svmbatch
