@@ -138,8 +138,9 @@ TEST(Build, BuiltBackendsAreTheConfiguredOnes)
 	for (const std::string &b : built_backends())
 		listed += (listed.empty() ? "" : " ") + b;
 	EXPECT_EQ(listed, SVMBATCH_BACKENDS);
-	EXPECT_EQ(built_backends().size(), std::size_t{SVMBATCH_HAS_CUDA + SVMBATCH_HAS_HIP + SVMBATCH_HAS_HSA +
-						       SVMBATCH_HAS_AMDGPU + SVMBATCH_HAS_DRM});
+	EXPECT_EQ(built_backends().size(),
+		  std::size_t{SVMBATCH_HAS_CUDA + SVMBATCH_HAS_HIP + SVMBATCH_HAS_HSA +
+			      SVMBATCH_HAS_AMDGPU + SVMBATCH_HAS_DRM});
 }
 
 } // namespace

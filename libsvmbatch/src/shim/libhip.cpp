@@ -11,36 +11,6 @@
 
 namespace svmbatch::detail {
 
-namespace hip {
-
-MemoryType memory_type(int type, int runtime_version) noexcept
-{
-	if (version_major(runtime_version) >= 6) {
-		switch (type) {
-		case 0:
-			return MemoryType::Unregistered;
-		case 1:
-			return MemoryType::Host;
-		case 2:
-			return MemoryType::Device;
-		case 3:
-			return MemoryType::Managed;
-		default:
-			return MemoryType::Other;
-		}
-	}
-	switch (type) {
-	case 0:
-		return MemoryType::Host;
-	case 1:
-		return MemoryType::Device;
-	default:
-		return MemoryType::Other;
-	}
-}
-
-} // namespace hip
-
 namespace {
 
 /// The newest runtime first: a program built with an older hipcc still

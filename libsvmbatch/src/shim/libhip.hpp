@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The few HIP runtime entry points HipBackend uses, loaded with dlopen so
 // that libsvmbatch builds and runs without ROCm.  The types and constants
-// mirror hip_runtime_api.h; tools/hip/hip_abi_check.cpp static_asserts
-// them against the real header where it is installed (make check).
+// mirror hip_runtime_api.h; tests/hip_abi_check.cpp static_asserts them
+// against the real header where it is installed (libamdhip64-dev).
 #pragma once
 
 #include <cstddef>
@@ -46,16 +46,25 @@ struct PointerAttributes {
 	unsigned allocation_flags;
 };
 
-/// hipMemoryType, decoded: ROCm 5 numbers it Host 0, Device 1, Array 2,
-/// Unified 3; ROCm 6 (CUDA's numbering) Unregistered 0, Host 1, Device 2,
-/// Managed 3, Array 10, Unified 11.
-enum class MemoryType { Unregistered, Host, Device, Managed, Other };
-MemoryType memory_type(int type, int runtime_version) noexcept;
-
 /// hipRuntimeGetVersion's number: major * 10000000 + minor * 100000 + patch.
 constexpr int version_major(int version) noexcept
 {
 	return version / 10000000;
+}
+
+/// hipMemoryType, decoded: ROCm 5 numbers it Host 0, Device 1, Array 2,
+/// Unified 3; ROCm 6 (CUDA's numbering) Unregistered 0, Host 1, Device 2,
+/// Managed 3, Array 10, Unified 11.
+enum class MemoryType { Unregistered, Host, Device, Managed, Other };
+constexpr MemoryType memory_type(int type, int runtime_version) noexcept
+{
+	if (version_major(runtime_version) >= 6)
+		return type == 0 ? MemoryType::Unregistered :
+		       type == 1 ? MemoryType::Host :
+		       type == 2 ? MemoryType::Device :
+		       type == 3 ? MemoryType::Managed :
+				   MemoryType::Other;
+	return type == 0 ? MemoryType::Host : type == 1 ? MemoryType::Device : MemoryType::Other;
 }
 } // namespace hip
 
