@@ -120,6 +120,34 @@ cuda-programs: lib
 		$(LIB_OUT)/compile_commands.json); \
 	test $$n -gt 0 || { echo "cuda: nvcc is here, but make lib compiled no CUDA program"; exit 1; }
 
+# The HIP example (examples/hip_programs.cmake): make lib compiled it with
+# hipcc for every GPU the toolchain can target (hip_architectures.txt), and
+# the program holds a code object for each.
+HIP_EXAMPLE := $(LIB_OUT)/examples/hip_scatter_read
+## hip-programs check that make lib compiled the HIP example for its GPUs (needs hipcc)
+hip-programs: lib
+	@set -e; archs=$$(cat $(LIB_OUT)/examples/hip_architectures.txt); \
+	test -x $(HIP_EXAMPLE) || { echo "hip: hipcc is here, but make lib built no $(HIP_EXAMPLE)"; exit 1; }; \
+	for a in $$archs; do \
+		grep -qa "amdgcn-amd-amdhsa--$$a" $(HIP_EXAMPLE) || { echo "hip: no $$a code object in $(HIP_EXAMPLE)"; exit 1; }; \
+		echo "hip: $(HIP_EXAMPLE) holds a $$a code object"; \
+	done
+
+# On a machine with an AMD GPU (ROCm's /dev/kfd): the HIP example maps its
+# registration through HipBackend and checksums it on the GPU, and the real
+# runtime's tests map scattered buffers.  A skip is a failure here.
+## hip-device-test  the HIP example and runtime tests on this machine's AMD GPU (needs /dev/kfd)
+hip-device-test: lib
+	@test -e /dev/kfd || { echo "hip-device-test: no /dev/kfd: this machine has no AMD GPU for ROCm"; exit 1; }
+	@set -e; log=$(BUILD)/hip-device-test.log; : >$$log; \
+	modes=userspace; test -w /dev/svmbatch && modes="$$modes kernel"; \
+	for m in $$modes; do $(HIP_EXAMPLE) --mode $$m >>$$log 2>&1 || rc=1; done; \
+	$(LIB_OUT)/tests/svmbatch_hip_runtime_tests >>$$log 2>&1 || rc=1; \
+	cat $$log; \
+	if [ -n "$${rc-}" ] || grep -qE '^not ok|# SKIP|SKIPPED|FAILED' $$log; then \
+		echo "hip-device-test: FAILED (a failure or a skip above)"; exit 1; fi; \
+	echo "hip-device-test: PASS: the GPU checksummed every buffer ($$modes mode), HipBackend mapped through the real runtime"
+
 # The Debian packages (svmbatch-dkms, libsvmbatch1, libsvmbatch-dev,
 # svmbatch-tools) into build/deb/, built from a copy of the sources
 # (svmbatch_source_files in tools/lib.sh: git's files in a checkout, every
@@ -311,6 +339,12 @@ VMTEST_PYTHON_FILES = $$(printf -- '--file\n%s\n' "$(PYTHON):/usr/bin/python3"; 
 		printf -- '--file\n%s\n' "$$f:$(GUEST_PY_PKG)/$${f\#\#*/}"; done; \
 	echo $(GUEST_PY_TEST))
 
+# HIP in the guest: the example (the ioctl, io_uring, the byte check; the
+# GPU step reports that no AMD GPU is there) and Debian's HIP runtime on its
+# no-device path.  The example links libamdhip64, so the guest gets it.
+VMTEST_HIP_ARGS = $(wildcard $(LIB_ASAN_OUT)/examples/hip_scatter_read \
+	$(LIB_ASAN_OUT)/tests/svmbatch_hip_runtime_tests)
+
 # The RDMA tests' guest side (libsvmbatch/tests/rdma_rxe_test.cpp): soft-RoCE
 # (rdma_rxe) on a dummy netdev, made by the test with iproute2's ip and
 # rdma (busybox's ip cannot add links), and rxe's libibverbs provider,
@@ -343,7 +377,7 @@ vmtest-one: kmod-built selftests lib-asan python
 	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/test/svmbatch.ko \
 		$(VMTEST_ARGS_$(KERNEL)) --log $(BUILD)/vmtest/$(KERNEL).log \
 		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort) \
-		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests $(VMTEST_RDMA_ARGS) \
+		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests $(VMTEST_HIP_ARGS) $(VMTEST_RDMA_ARGS) \
 		$(VMTEST_PYTHON_FILES) $(VMTEST_GUEST_FILES)
 
 ## vmtest       vmtest-one for every kernel of KERNELS

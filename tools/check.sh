@@ -108,6 +108,12 @@ if command -v nvcc >/dev/null || [[ -x /usr/local/cuda/bin/nvcc ]]; then
 else
 	tap_skip cuda-programs "no nvcc (CUDA toolkit) on this machine: make lib built no CUDA program"
 fi
+# make lib compiles the HIP example where hipcc is (make deps installs it).
+if command -v hipcc >/dev/null; then
+	tap_step hip-programs make --no-print-directory hip-programs
+else
+	tap_skip hip-programs "no hipcc (Debian: hipcc) on this machine: make lib built no HIP program"
+fi
 tap_step lib-asan-build make --no-print-directory lib-asan
 tap_step lib-tsan-build make --no-print-directory lib-tsan
 tap_step lib-clang-tidy make --no-print-directory lib-tidy
@@ -118,6 +124,17 @@ tap_program minimal-build tools/check-minimal-build.sh
 tap_step htmldocs make --no-print-directory htmldocs
 if [[ -x build/lib-asan/tests/svmbatch_lib_tests ]]; then
 	tap_program lib-tests-host build/lib-asan/tests/svmbatch_lib_tests
+fi
+# HIP without an AMD GPU: Debian's runtime on its no-device path (in a
+# process of its own), and the HIP example in userspace mode (the library,
+# the reads, the byte check; the GPU step skips, saying why).
+if [[ -x build/lib-asan/tests/svmbatch_hip_runtime_tests ]]; then
+	tap_program hip-runtime-host build/lib-asan/tests/svmbatch_hip_runtime_tests
+fi
+if [[ -x build/lib-asan/examples/hip_scatter_read ]]; then
+	tap_program hip-scatter-read-host build/lib-asan/examples/hip_scatter_read --mode userspace
+else
+	tap_skip hip-scatter-read-host "make lib-asan built no hip_scatter_read (no hipcc)"
 fi
 # UCX (Debian's 1.13) over a registration's merged ranges: two processes,
 # ucp_mem_map, put and get, byte for byte; tcp here (examples/ucx_put_get.cpp).

@@ -26,6 +26,7 @@ PACKAGES=(
 	shellcheck clang-format-14 jq
 	python3-dev pybind11-dev python3-pytest python3-numpy python3-torch libtorch-dev python3-pip
 	libibverbs-dev ibverbs-providers iproute2 libucx-dev
+	hipcc libamdhip64-dev
 )
 read -ra KERNELS <<<"$SVMBATCH_KERNELS"
 
