@@ -27,6 +27,7 @@
 #include <svmbatch/gpu/hsa_backend.hpp>
 #endif
 #include <svmbatch/io.hpp>
+#include <svmbatch/io_loop.hpp>
 #if SVMBATCH_HAS_RDMA
 #include <svmbatch/rdma.hpp>
 #endif

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: MIT
+// IoLoopClient: the producer side of io_ring.h's protocol for CPU threads.
+#include <svmbatch/io_loop.hpp>
+
+#include <atomic>
+#include <cerrno>
+#include <thread>
+
+namespace svmbatch {
+
+namespace {
+
+/// Spin a little, then give the CPU away: producers may outnumber cores.
+void back_off(unsigned &spins) noexcept
+{
+	if (++spins < 64) {
+#if defined(__x86_64__) || defined(__i386__)
+		__builtin_ia32_pause();
+#endif
+		return;
+	}
+	std::this_thread::yield();
+}
+
+bool closed(const svmbatch_io_queue &q) noexcept
+{
+	return std::atomic_ref(q.header->closed).load(std::memory_order_acquire) != 0;
+}
+
+bool pump_ended(const svmbatch_io_queue &q) noexcept
+{
+	return std::atomic_ref(q.header->stopped).load(std::memory_order_acquire) != 0;
+}
+
+} // namespace
+
+std::int64_t IoLoopClient::read(std::uint32_t file, std::uint64_t file_offset, std::uint64_t length,
+				std::uint32_t buffer, std::uint64_t buffer_offset,
+				std::uint64_t tag) const noexcept
+{
+	if (closed(q_))
+		return -1;
+	const std::uint64_t t =
+		std::atomic_ref(q_.header->host_tail).fetch_add(1, std::memory_order_relaxed);
+	svmbatch_io_request &slot = q_.requests[t & q_.mask];
+	std::atomic_ref seq(slot.seq);
+
+	for (unsigned spins = 0; seq.load(std::memory_order_acquire) != t;) {
+		if (pump_ended(q_))
+			return -1; // nobody will free the slot
+		back_off(spins);
+	}
+	slot.file = file;
+	slot.buffer = buffer;
+	slot.file_offset = file_offset;
+	slot.length = length;
+	slot.buffer_offset = buffer_offset;
+	slot.tag = tag;
+	slot.flags = SVMBATCH_IO_READ;
+	seq.store(t + 1, std::memory_order_release);
+	return static_cast<std::int64_t>(t);
+}
+
+bool IoLoopClient::try_wait(std::int64_t ticket, IoCompletion &out) const noexcept
+{
+	const auto t = static_cast<std::uint64_t>(ticket);
+	svmbatch_io_completion &c = q_.completions[t & q_.mask];
+	std::atomic_ref seq(c.seq);
+
+	if (seq.load(std::memory_order_acquire) != t + 1)
+		return false;
+	out = {c.status, c.bytes, c.tag};
+	seq.store(t + q_.mask + 1, std::memory_order_release);
+	return true;
+}
+
+IoCompletion IoLoopClient::wait(std::int64_t ticket) const noexcept
+{
+	IoCompletion out;
+
+	for (unsigned spins = 0; !try_wait(ticket, out);) {
+		// Checked before one last look: a completion written just
+		// before the pump ended is still taken.
+		if (pump_ended(q_))
+			return try_wait(ticket, out) ? out : IoCompletion{-ESHUTDOWN, 0, 0};
+		back_off(spins);
+	}
+	return out;
+}
+
+} // namespace svmbatch

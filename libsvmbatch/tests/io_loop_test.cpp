@@ -1,0 +1,376 @@
+// SPDX-License-Identifier: MIT
+// IoLoop with CPU threads playing the GPU's part of the protocol
+// (IoLoopClient: the same ring, slots and fences as <svmbatch/gpu_io.cuh>):
+// many producers and a ring smaller than the requests, hostile requests,
+// the file's own errors, shutdown with requests in flight.  Every
+// completion is checked, not a sample.  Runs under ASan and TSan on the
+// host (userspace mode) and in the guests (kernel mode).
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <random>
+#include <thread>
+#include <vector>
+
+#include <svmbatch/svmbatch.hpp>
+
+#include "expect_error.hpp"
+#include "test_util.hpp"
+
+namespace svmbatch {
+namespace {
+
+using test::expect_error;
+using test::pattern_byte;
+
+constexpr std::size_t file_bytes = 4 << 20;
+
+/// Caller buffers with guard bytes around each, registered together.
+struct Guarded {
+	static constexpr std::size_t guard = 64;
+	static constexpr char guard_byte = '\x5a';
+
+	Guarded(Context &ctx, const std::vector<std::size_t> &sizes,
+		const std::vector<Access> &access = {})
+	{
+		for (std::size_t i = 0; i < sizes.size(); i++) {
+			mem.emplace_back(sizes[i] + 2 * guard, guard_byte);
+			Access a = i < access.size() ? access[i] : Access::ReadWrite;
+			list.push_back({mem.back().data() + guard, sizes[i], a});
+		}
+		reg.emplace(ctx.register_buffers(list));
+	}
+	char *data(std::size_t i) const { return static_cast<char *>(list[i].ptr); }
+	/// Guards intact, and the buffer's bytes where nothing was read.
+	bool guards_intact(std::size_t i) const
+	{
+		const auto &m = mem[i];
+		for (std::size_t k = 0; k < guard; k++)
+			if (m[k] != guard_byte || m[m.size() - 1 - k] != guard_byte)
+				return false;
+		return true;
+	}
+
+	std::vector<std::vector<char>> mem;
+	std::vector<Buffer> list;
+	std::optional<Registration> reg;
+};
+
+/// Bytes of buffer at [at, at + n) equal the file's at off.
+bool holds_file(const char *p, std::uint64_t off, std::size_t n)
+{
+	for (std::size_t k = 0; k < n; k++)
+		if (static_cast<std::uint8_t>(p[k]) != pattern_byte(off + k))
+			return false;
+	return true;
+}
+
+IoLoopOptions small_ring(unsigned slots = 32)
+{
+	IoLoopOptions o;
+	o.slots = slots;
+	o.io.threads = 2;
+	o.max_batch = 16;
+	return o;
+}
+
+class IoLoopTest : public ::testing::Test {
+protected:
+	void SetUp() override { ctx_.emplace(test::make_context()); }
+	std::optional<Context> ctx_;
+	test::ScratchFile file_{file_bytes};
+};
+
+TEST_F(IoLoopTest, OneRequestReadsIntoItsBuffer)
+{
+	Guarded b(*ctx_, {10000});
+	IoLoop loop(*ctx_, *b.reg, small_ring());
+	std::uint32_t f = loop.add_file(file_.fd());
+	IoLoopClient client(loop.host_queue());
+
+	std::int64_t t = client.read(f, 12345, 8000, 0, 1000, 77);
+	ASSERT_GE(t, 0);
+	IoCompletion c = client.wait(t);
+	EXPECT_EQ(c.status, 0);
+	EXPECT_EQ(c.bytes, 8000u);
+	EXPECT_EQ(c.tag, 77u);
+	EXPECT_TRUE(holds_file(b.data(0) + 1000, 12345, 8000));
+	EXPECT_TRUE(b.guards_intact(0));
+	IoLoopStats s = loop.stats();
+	EXPECT_EQ(s.requests, 1u);
+	EXPECT_EQ(s.completed, 1u);
+	EXPECT_EQ(s.bytes, 8000u);
+}
+
+TEST_F(IoLoopTest, BadOptionsAreEINVAL)
+{
+	Guarded b(*ctx_, {4096});
+	for (unsigned slots : {0u, 16u, 48u, 1000u}) {
+		IoLoopOptions o;
+		o.slots = slots;
+		Error e = expect_error([&] { IoLoop loop(*ctx_, *b.reg, o); });
+		EXPECT_EQ(e.err(), EINVAL) << slots;
+		EXPECT_EQ(e.step(), Step::Validate);
+	}
+}
+
+/* 8 producers, 1500 requests each, 4 outstanding per producer, through
+ * 32 slots: every request completes once, with its own tag, and its bytes
+ * land where it asked, nowhere else. */
+TEST_F(IoLoopTest, ManyProducersThroughFewerSlotsThanRequests)
+{
+	constexpr int producers = 8, per_producer = 1500, window = 4;
+	constexpr std::size_t buf_len = 64 << 10;
+	Guarded b(*ctx_, std::vector<std::size_t>(producers, buf_len));
+	IoLoop loop(*ctx_, *b.reg, small_ring(32));
+	std::uint32_t f = loop.add_file(file_.fd());
+	IoLoopClient client(loop.host_queue());
+	std::atomic<int> bad{0};
+
+	auto produce = [&](int p) {
+		std::mt19937_64 rng(static_cast<std::uint64_t>(p) + 1);
+		struct Out {
+			std::int64_t ticket;
+			std::uint64_t off, boff, len, tag;
+		};
+		std::vector<Out> pending;
+		auto finish = [&](const Out &o) {
+			IoCompletion c = client.wait(o.ticket);
+			if (c.status != 0 || c.bytes != o.len || c.tag != o.tag ||
+			    !holds_file(b.data(static_cast<std::size_t>(p)) + o.boff, o.off, o.len))
+				bad++;
+		};
+		for (int i = 0; i < per_producer; i++) {
+			/* Disjoint slices of the producer's buffer per window entry. */
+			std::uint64_t slice = buf_len / window;
+			std::uint64_t len = 1 + rng() % slice;
+			std::uint64_t boff = (static_cast<std::uint64_t>(i) % window) * slice +
+					     rng() % (slice - len + 1);
+			std::uint64_t off = rng() % (file_bytes - len);
+			std::uint64_t tag = (static_cast<std::uint64_t>(p) << 32) |
+					    static_cast<std::uint64_t>(i);
+			if (pending.size() == window) {
+				finish(pending.front());
+				pending.erase(pending.begin());
+			}
+			std::int64_t t =
+				client.read(f, off, len, static_cast<std::uint32_t>(p), boff, tag);
+			if (t < 0) {
+				bad++;
+				return;
+			}
+			pending.push_back({t, off, boff, len, tag});
+		}
+		for (const Out &o : pending)
+			finish(o);
+	};
+	std::vector<std::thread> threads;
+	threads.reserve(producers);
+	for (int p = 0; p < producers; p++)
+		threads.emplace_back(produce, p);
+	for (auto &t : threads)
+		t.join();
+
+	EXPECT_EQ(bad.load(), 0);
+	IoLoopStats s = loop.stats();
+	constexpr std::uint64_t total = std::uint64_t{producers} * per_producer;
+	EXPECT_EQ(s.requests, total);
+	EXPECT_EQ(s.completed, total);
+	EXPECT_EQ(s.failed, 0u);
+	for (int p = 0; p < producers; p++)
+		EXPECT_TRUE(b.guards_intact(static_cast<std::size_t>(p))) << p;
+}
+
+TEST_F(IoLoopTest, HostileRequestsCompleteWithAnErrorAndWriteNothing)
+{
+	Guarded b(*ctx_, {4096, 4096}, {Access::ReadWrite, Access::ReadOnly});
+	std::vector<char> before0(b.data(0), b.data(0) + 4096);
+	std::vector<char> before1(b.data(1), b.data(1) + 4096);
+	IoLoop loop(*ctx_, *b.reg, small_ring());
+	std::uint32_t f = loop.add_file(file_.fd());
+	IoLoopClient client(loop.host_queue());
+	struct Case {
+		const char *what;
+		std::uint32_t file, buffer;
+		std::uint64_t boff, len;
+		int want;
+	};
+	const Case cases[] = {
+		{"unknown buffer", f, 2, 0, 10, -EINVAL},
+		{"huge buffer index", f, UINT32_MAX, 0, 10, -EINVAL},
+		{"offset past the end", f, 0, 4097, 1, -EINVAL},
+		{"range past the end", f, 0, 4000, 97, -EINVAL},
+		{"length wrapping around", f, 0, 1, UINT64_MAX, -EINVAL},
+		{"read-only buffer", f, 1, 0, 10, -EACCES},
+		{"unknown file", f + 1, 0, 0, 10, -EBADF},
+		{"huge file index", UINT32_MAX, 0, 0, 10, -EBADF},
+		{"nothing to read", f, 0, 4096, 0, 0},
+	};
+	for (const Case &k : cases) {
+		std::int64_t t = client.read(k.file, 0, k.len, k.buffer, k.boff);
+		ASSERT_GE(t, 0);
+		IoCompletion c = client.wait(t);
+		EXPECT_EQ(c.status, k.want) << k.what;
+		EXPECT_EQ(c.bytes, 0u) << k.what;
+	}
+	EXPECT_TRUE(b.guards_intact(0));
+	EXPECT_TRUE(b.guards_intact(1));
+	EXPECT_TRUE(std::equal(before0.begin(), before0.end(), b.data(0)));
+	EXPECT_TRUE(std::equal(before1.begin(), before1.end(), b.data(1)));
+	EXPECT_EQ(loop.stats().failed, std::size(cases) - 1);
+}
+
+TEST_F(IoLoopTest, TheFilesOwnErrorsAreTheStatus)
+{
+	Guarded b(*ctx_, {64 << 10});
+	IoLoop loop(*ctx_, *b.reg, small_ring());
+	IoLoopClient client(loop.host_queue());
+	std::uint32_t f = loop.add_file(file_.fd());
+
+	/* The end of the file: the bytes before it, and ENODATA. */
+	IoCompletion c = client.wait(client.read(f, file_bytes - 1000, 3000, 0, 0));
+	EXPECT_EQ(c.status, -ENODATA);
+	EXPECT_EQ(c.bytes, 1000u);
+	EXPECT_TRUE(holds_file(b.data(0), file_bytes - 1000, 1000));
+	c = client.wait(client.read(f, file_bytes + 4096, 10, 0, 0));
+	EXPECT_EQ(c.status, -ENODATA);
+	EXPECT_EQ(c.bytes, 0u);
+
+	/* A file closed after it was added. */
+	int fd = ::dup(file_.fd());
+	ASSERT_GE(fd, 0);
+	std::uint32_t closed = loop.add_file(fd);
+	::close(fd);
+	c = client.wait(client.read(closed, 0, 10, 0, 0));
+	EXPECT_EQ(c.status, -EBADF);
+
+	/* EIO from the file: /proc/self/mem where nothing is mapped. */
+	int mem = ::open("/proc/self/mem", O_RDONLY | O_CLOEXEC);
+	ASSERT_GE(mem, 0);
+	std::uint32_t m = loop.add_file(mem);
+	c = client.wait(client.read(m, 4096, 100, 0, 0));
+	EXPECT_EQ(c.status, -EIO);
+	EXPECT_EQ(c.bytes, 0u);
+	::close(mem);
+	EXPECT_TRUE(b.guards_intact(0));
+}
+
+/* One producer takes more tickets than there are completion slots before
+ * waiting: the pump defers completions until their slots are free, and
+ * every one arrives. */
+TEST_F(IoLoopTest, CompletionsWaitForTheirSlotNotLost)
+{
+	Guarded b(*ctx_, {64 << 10});
+	IoLoop loop(*ctx_, *b.reg, small_ring(32));
+	IoLoopClient client(loop.host_queue());
+	std::uint32_t f = loop.add_file(file_.fd());
+	std::vector<std::int64_t> tickets;
+
+	tickets.reserve(100);
+	for (int i = 0; i < 100; i++)
+		tickets.push_back(client.read(f, static_cast<std::uint64_t>(i) * 512, 512, 0,
+					      static_cast<std::uint64_t>(i) * 512));
+	/* Nobody waits yet: 32 completions fit, 68 wait for their slots. */
+	while (loop.stats().completed + loop.stats().deferred < 100)
+		std::this_thread::yield();
+	EXPECT_EQ(loop.stats().completed, 32u);
+	EXPECT_EQ(loop.stats().deferred, 68u);
+	for (std::size_t i = 0; i < tickets.size(); i++) {
+		IoCompletion c = client.wait(tickets[i]);
+		EXPECT_EQ(c.status, 0) << i;
+		EXPECT_EQ(c.bytes, 512u) << i;
+	}
+	EXPECT_TRUE(holds_file(b.data(0), 0, std::size_t{100} * 512));
+	EXPECT_EQ(loop.stats().completed, 100u);
+}
+
+/* stop() while 4 producers keep publishing: each request they published
+ * completes exactly once (read, or -ECANCELED), none is lost, and the
+ * producers learn that the loop closed. */
+TEST_F(IoLoopTest, StopWithRequestsInFlightCompletesEveryOne)
+{
+	constexpr int producers = 4;
+	Guarded b(*ctx_, std::vector<std::size_t>(producers, 256 << 10));
+	IoLoop loop(*ctx_, *b.reg, small_ring(64));
+	IoLoopClient client(loop.host_queue());
+	std::uint32_t f = loop.add_file(file_.fd());
+	std::atomic<std::uint64_t> published{0}, read_ok{0}, cancelled{0}, other{0};
+	std::atomic<bool> go{false};
+
+	auto produce = [&](int p) {
+		while (!go.load())
+			std::this_thread::yield();
+		for (std::uint64_t i = 0;; i++) {
+			std::int64_t t = client.read(f, (i * 4096) % (file_bytes - (256 << 10)),
+						     256 << 10, static_cast<std::uint32_t>(p), 0);
+			if (t < 0)
+				return;
+			published++;
+			IoCompletion c = client.wait(t);
+			if (c.status == 0 && c.bytes == (256u << 10))
+				read_ok++;
+			else if (c.status == -ECANCELED)
+				cancelled++;
+			else
+				other++;
+		}
+	};
+	std::vector<std::thread> threads;
+	threads.reserve(producers);
+	for (int p = 0; p < producers; p++)
+		threads.emplace_back(produce, p);
+	go = true;
+	while (loop.stats().completed < 200)
+		std::this_thread::yield();
+	loop.stop(std::chrono::milliseconds(2000));
+	for (auto &t : threads)
+		t.join();
+
+	EXPECT_TRUE(loop.stopped());
+	EXPECT_EQ(other.load(), 0u);
+	EXPECT_EQ(read_ok + cancelled, published.load());
+	IoLoopStats s = loop.stats();
+	EXPECT_EQ(s.completed, published.load());
+	EXPECT_EQ(s.undelivered, 0u);
+	EXPECT_EQ(client.read(f, 0, 1, 0, 0), -1) << "a closed loop takes nothing";
+}
+
+/* A parked loop wakes up for the next request. */
+TEST_F(IoLoopTest, AParkedLoopWakesUp)
+{
+	Guarded b(*ctx_, {4096});
+	IoLoopOptions o = small_ring();
+	o.spin = std::chrono::microseconds(0);
+	o.park = std::chrono::microseconds(500);
+	IoLoop loop(*ctx_, *b.reg, o);
+	IoLoopClient client(loop.host_queue());
+	std::uint32_t f = loop.add_file(file_.fd());
+
+	while (loop.stats().parks < 3)
+		std::this_thread::yield();
+	IoCompletion c = client.wait(client.read(f, 100, 4096, 0, 0));
+	EXPECT_EQ(c.status, 0);
+	EXPECT_TRUE(holds_file(b.data(0), 100, 4096));
+}
+
+/* Nothing stays pinned once the loop and the registration are gone. */
+TEST_F(IoLoopTest, LeavesNothingPinned)
+{
+	const std::uint64_t before = test::quiet_pinned_bytes();
+	{
+		Guarded b(*ctx_, {1 << 20});
+		IoLoop loop(*ctx_, *b.reg, small_ring());
+		IoLoopClient client(loop.host_queue());
+		std::uint32_t f = loop.add_file(file_.fd());
+		EXPECT_EQ(client.wait(client.read(f, 0, 1 << 20, 0, 0)).status, 0);
+	}
+	EXPECT_EQ(test::pinned_bytes_at_most(before), before);
+}
+
+} // namespace
+} // namespace svmbatch
