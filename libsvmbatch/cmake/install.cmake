@@ -19,7 +19,7 @@ if(NOT SVMBATCH_WITH_RDMA)
   list(APPEND _svmbatch_absent PATTERN rdma.hpp EXCLUDE)
 endif()
 install(DIRECTORY include/svmbatch DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-  FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" ${_svmbatch_absent})
+  FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.cuh" ${_svmbatch_absent})
 install(FILES ${SVMBATCH_GENERATED_INCLUDE}/svmbatch/config.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/svmbatch)
 install(FILES ${SVMBATCH_UAPI_DIR}/linux/svmbatch.h

@@ -11,14 +11,15 @@
 # runs the CUDA tests (googletest, real driver), the example and the
 # benchmark, and writes under $OUT:
 #   env.txt  build.log  cuda-tests.log  cuda_scatter_read.log  cuda-bench.json  cuda-bench.log
-#   pipeline-bench.json  pipeline-bench.log
+#   pipeline-bench.json  pipeline-bench.log  gpu-io-loop.log  gpu-io-bench.json  gpu-io-bench.log
 #   python-build.log  python-tests.log  torch-cpp-tests.log  torch-bench.json  torch-bench.log
 # Ends with "N passed, N failed" over: build, ABI check, tests, example,
 # benchmark, pipeline benchmark, the Python package's build, its tests
 # with the venv's torch and CUDA, the torch benchmark.
 # SVMBATCH_DEVICE_STEPS picks groups (comma-separated; default all): cuda
-# (ABI check, tests, example, benchmark), pipeline, torch; the build always
-# runs (device time is scarce).
+# (ABI check, tests, example, benchmark), pipeline, gpuio (GPU-driven I/O:
+# the 4 GiB test and its benchmark), torch; the build always runs (device
+# time is scarce).
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-/tmp/svmbatch-device-out}
@@ -89,7 +90,8 @@ build() {
 		-DCMAKE_PREFIX_PATH="$deps;$work/gtest" -DSVMBATCH_TESTS=OFF -DSVMBATCH_CLI=OFF \
 		-DSVMBATCH_CUDA_PROGRAMS=ON &&
 	cmake --build "$work/build" -j "$(nproc)" \
-		--target cuda_device_tests cuda_scatter_read cuda_bench pipeline_bench
+		--target cuda_device_tests cuda_scatter_read cuda_bench pipeline_bench \
+		gpu_io_loop gpu_io_bench
 }
 step build build >"$OUT/build.log" 2>&1
 tail -20 "$OUT/build.log"
@@ -113,6 +115,18 @@ if want pipeline; then
 		--direct-dir /var/tmp --direct-gib 1 --reps 5 \
 		>"$OUT/pipeline-bench.json" 2>"$OUT/pipeline-bench.log"
 	cat "$OUT/pipeline-bench.log"
+fi
+# GPU-driven I/O (IoLoop, <svmbatch/gpu_io.cuh>): a persistent kernel reads
+# a 4 GiB file in random pieces and checksums them against the CPU's, then
+# the benchmark against the host-driven pipeline.  Each under a timeout: a
+# protocol bug would hang the kernel.
+if want gpuio; then
+	step gpu-io-loop timeout 300 "$work/build/examples/gpu_io_loop" --gib 4 --dir /dev/shm \
+		>"$OUT/gpu-io-loop.log" 2>&1
+	cat "$OUT/gpu-io-loop.log"
+	step gpu-io-bench timeout 400 "$work/build/examples/gpu_io_bench" --dir /dev/shm --gib 4 \
+		--small-gib 1 --reps 3 >"$OUT/gpu-io-bench.json" 2>"$OUT/gpu-io-bench.log"
+	cat "$OUT/gpu-io-bench.log" "$OUT/gpu-io-bench.json"
 fi
 # The Python package built against the venv's interpreter and pybind11,
 # its tests with the venv's torch and safetensors (pytest carried in

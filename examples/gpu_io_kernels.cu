@@ -1,0 +1,235 @@
+// SPDX-License-Identifier: MIT
+// Kernels that read a file through an IoLoop: see gpu_io_kernels.hpp.
+#include "gpu_io_kernels.hpp"
+
+#include <cuda_runtime.h>
+
+#include <chrono>
+#include <stdexcept>
+#include <string>
+
+#include <svmbatch/gpu_io.cuh>
+
+namespace svmbatch::device {
+
+namespace {
+
+void check(cudaError_t e, const char *what)
+{
+	if (e != cudaSuccess)
+		throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e) + " " +
+					 cudaGetErrorString(e));
+}
+
+/// A device array, freed on destruction.
+template <typename T> struct DeviceArray {
+	explicit DeviceArray(std::size_t count) : n(count ? count : 1)
+	{
+		check(cudaMalloc(&p, n * sizeof(T)), "cudaMalloc");
+		check(cudaMemset(p, 0, n * sizeof(T)), "cudaMemset");
+	}
+	DeviceArray(const DeviceArray &) = delete;
+	DeviceArray &operator=(const DeviceArray &) = delete;
+	~DeviceArray() { cudaFree(p); }
+	void upload(const T *v, std::size_t count) const
+	{
+		check(cudaMemcpy(p, v, count * sizeof(T), cudaMemcpyHostToDevice), "upload");
+	}
+	std::vector<T> download(std::size_t count) const
+	{
+		std::vector<T> v(count);
+		check(cudaMemcpy(v.data(), p, count * sizeof(T), cudaMemcpyDeviceToHost),
+		      "download");
+		return v;
+	}
+	T *p = nullptr;
+	std::size_t n;
+};
+
+__device__ inline std::uint64_t weigh_byte(std::uint8_t byte, std::uint64_t off)
+{
+	return static_cast<std::uint64_t>(byte) * ((off & 255) + 1);
+}
+
+__device__ std::uint64_t warp_checksum(const std::uint8_t *p, std::uint64_t len, std::uint64_t off,
+				       unsigned lane)
+{
+	std::uint64_t s = 0;
+
+	for (std::uint64_t k = lane; k < len; k += 32)
+		s += weigh_byte(p[k], off + k);
+	for (int d = 16; d; d /= 2)
+		s += __shfl_down_sync(0xffffffffu, s, d);
+	return s;
+}
+
+struct ChecksumArgs {
+	svmbatch_gpu_queue q;
+	std::uint32_t file;
+	const IoPiece *pieces;
+	unsigned long long npieces;
+	unsigned long long *next;
+	const unsigned long long *warp_buffers;
+	unsigned long long slice;
+	unsigned long long *sums;
+	unsigned long long *errors;
+};
+
+__global__ void read_and_checksum_kernel(ChecksumArgs a)
+{
+	const unsigned lane = threadIdx.x % 32;
+	const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	const auto *buf = reinterpret_cast<const std::uint8_t *>(a.warp_buffers[warp]);
+
+	for (;;) {
+		unsigned long long first = 0;
+		if (lane == 0)
+			first = atomicAdd(a.next, 32ull);
+		first = __shfl_sync(0xffffffffu, first, 0);
+		if (first >= a.npieces)
+			return;
+		const unsigned long long i = first + lane;
+		if (i < a.npieces) {
+			long long t = svmbatch_read(a.q, a.file, a.pieces[i].offset,
+						    a.pieces[i].length, warp, lane * a.slice, i);
+			svmbatch_io_result r = svmbatch_wait(a.q, t);
+			if (r.status != 0 || r.bytes != a.pieces[i].length)
+				atomicAdd(a.errors, 1ull);
+		}
+		// Every lane's acquire of its completion, then the warp's
+		// barrier: the others' reads of that piece come after both.
+		__syncwarp();
+		for (unsigned j = 0; j < 32 && first + j < a.npieces; j++) {
+			const IoPiece pc = a.pieces[first + j];
+			std::uint64_t s =
+				warp_checksum(buf + j * a.slice, pc.length, pc.offset, lane);
+			if (lane == 0)
+				a.sums[first + j] = s;
+		}
+		__syncwarp();
+	}
+}
+
+struct PieceArgs {
+	svmbatch_gpu_queue q;
+	std::uint32_t file;
+	unsigned long long npieces, size;
+	unsigned long long *next;
+	const unsigned long long *warp_buffers;
+	unsigned long long slice;
+	unsigned lanes;
+	bool copy;
+	unsigned char *sink; ///< per warp, slice * lanes bytes of device memory
+	unsigned long long *latency_ns;
+	unsigned long long *errors;
+};
+
+__device__ inline unsigned long long now_ns()
+{
+	unsigned long long t;
+	asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+	return t;
+}
+
+__global__ void read_pieces_kernel(PieceArgs a)
+{
+	const unsigned lane = threadIdx.x % 32;
+	const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	const auto *buf = reinterpret_cast<const uint4 *>(a.warp_buffers[warp]);
+	auto *sink = reinterpret_cast<uint4 *>(a.sink + warp * a.slice * a.lanes);
+
+	for (;;) {
+		unsigned long long first = 0;
+		if (lane == 0)
+			first = atomicAdd(a.next, static_cast<unsigned long long>(a.lanes));
+		first = __shfl_sync(0xffffffffu, first, 0);
+		if (first >= a.npieces)
+			return;
+		const unsigned long long i = first + lane;
+		if (lane < a.lanes && i < a.npieces) {
+			const unsigned long long t0 = now_ns();
+			long long t = svmbatch_read(a.q, a.file, i * a.size, a.size, warp,
+						    lane * a.slice, i);
+			svmbatch_io_result r = svmbatch_wait(a.q, t);
+			a.latency_ns[i] = now_ns() - t0;
+			if (r.status != 0 || r.bytes != a.size)
+				atomicAdd(a.errors, 1ull);
+		}
+		__syncwarp();
+		if (a.copy) {
+			// The pieces' bytes into device memory, 16 at a time.
+			const unsigned long long n =
+				min(static_cast<unsigned long long>(a.lanes), a.npieces - first);
+			const unsigned long long words = a.slice / 16;
+			for (unsigned long long j = 0; j < n; j++)
+				for (unsigned long long k = lane; k < a.size / 16; k += 32)
+					sink[j * words + k] = buf[j * words + k];
+		}
+		__syncwarp();
+	}
+}
+
+} // namespace
+
+GpuQueue::GpuQueue(const svmbatch_io_queue &ring)
+{
+	check(svmbatch_gpu_queue_create(ring, &q_), "svmbatch_gpu_queue_create");
+}
+
+GpuQueue::~GpuQueue()
+{
+	svmbatch_gpu_queue_destroy(&q_);
+}
+
+std::vector<std::uint64_t> read_and_checksum(const GpuQueue &q, std::uint32_t file,
+					     const std::vector<IoPiece> &pieces,
+					     const std::vector<std::uint64_t> &warp_buffers,
+					     std::uint64_t slice, unsigned blocks, unsigned warps,
+					     std::uint64_t *errors, double *seconds)
+{
+	DeviceArray<IoPiece> d_pieces(pieces.size());
+	d_pieces.upload(pieces.data(), pieces.size());
+	DeviceArray<unsigned long long> d_bufs(warp_buffers.size()), next(1), sums(pieces.size()),
+		d_errors(1);
+	d_bufs.upload(reinterpret_cast<const unsigned long long *>(warp_buffers.data()),
+		      warp_buffers.size());
+	ChecksumArgs a{q.get(),	 file,	d_pieces.p, pieces.size(), next.p,
+		       d_bufs.p, slice, sums.p,	    d_errors.p};
+	auto t0 = std::chrono::steady_clock::now();
+	read_and_checksum_kernel<<<blocks, warps * 32>>>(a);
+	check(cudaGetLastError(), "launch");
+	check(cudaDeviceSynchronize(), "read_and_checksum_kernel");
+	*seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+	*errors = d_errors.download(1)[0];
+	std::vector<unsigned long long> got = sums.download(pieces.size());
+	return {got.begin(), got.end()};
+}
+
+IoRun read_pieces(const GpuQueue &q, std::uint32_t file, std::uint64_t file_bytes,
+		  std::uint64_t size, const std::vector<std::uint64_t> &warp_buffers,
+		  std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes, bool copy)
+{
+	const std::uint64_t npieces = file_bytes / size;
+	const std::size_t nwarps = std::size_t{blocks} * warps;
+	DeviceArray<unsigned long long> d_bufs(warp_buffers.size()), next(1), lat(npieces),
+		d_errors(1);
+	d_bufs.upload(reinterpret_cast<const unsigned long long *>(warp_buffers.data()),
+		      warp_buffers.size());
+	DeviceArray<unsigned char> sink(copy ? nwarps * slice * lanes : 16);
+	PieceArgs a{q.get(), file,  npieces, size,   next.p, d_bufs.p,
+		    slice,   lanes, copy,    sink.p, lat.p,  d_errors.p};
+	auto t0 = std::chrono::steady_clock::now();
+	read_pieces_kernel<<<blocks, warps * 32>>>(a);
+	check(cudaGetLastError(), "launch");
+	check(cudaDeviceSynchronize(), "read_pieces_kernel");
+	IoRun run;
+	run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+	run.requests = npieces;
+	run.bytes = npieces * size;
+	run.errors = d_errors.download(1)[0];
+	std::vector<unsigned long long> l = lat.download(npieces);
+	run.latency_ns.assign(l.begin(), l.end());
+	return run;
+}
+
+} // namespace svmbatch::device

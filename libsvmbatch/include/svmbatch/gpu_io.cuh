@@ -1,0 +1,165 @@
+// SPDX-License-Identifier: MIT
+// GPU producers of an svmbatch::IoLoop (CUDA): a kernel asks for file data
+// with svmbatch_read() and gets it, READ_FIXED by the host's pump into a
+// registered, GPU-mapped buffer, with svmbatch_wait().  The ring and its
+// protocol: <svmbatch/io_ring.h>; the host side: <svmbatch/io_loop.hpp>.
+//
+//   host:   svmbatch::IoLoopOptions o;  o.gpu = &cuda;
+//           svmbatch::IoLoop loop(ctx, reg, o);
+//           uint32_t f = loop.add_file(fd);
+//           svmbatch_gpu_queue q;
+//           svmbatch_gpu_queue_create(loop.device_queue(), &q);
+//           kernel<<<sms, 256>>>(q, ...);
+//   kernel: long long t = svmbatch_read(q, f, offset, length, buffer, 0);
+//           svmbatch_io_result r = svmbatch_wait(q, t);
+//           // r.status == 0: the bytes are in the buffer (its device pointer)
+//
+// Publication is warp-aggregated: the lanes of a warp that call
+// svmbatch_read() together take consecutive tickets with one atomic.  A
+// thread waits for a slot only between claiming and publishing, and the
+// pump frees request slots without waiting for anyone, so more threads may
+// ask than the ring has slots; each thread must wait for its own tickets in
+// the order it took them.
+#pragma once
+
+#include <cuda/atomic>
+#include <cuda_runtime.h>
+
+#include <errno.h>
+#include <stdint.h>
+
+#include <svmbatch/io_ring.h>
+
+/// How a request ended: status 0 or -errno (io_ring.h), bytes read.
+struct svmbatch_io_result {
+	int status;
+	unsigned long long bytes;
+};
+
+/// Host: a queue for ring (IoLoop::device_queue()), its counter allocated
+/// and zeroed in device memory.
+inline cudaError_t svmbatch_gpu_queue_create(const svmbatch_io_queue &ring, svmbatch_gpu_queue *out)
+{
+	out->ring = ring;
+	out->tail = nullptr;
+	cudaError_t e = cudaMalloc(&out->tail, sizeof(*out->tail));
+	if (e == cudaSuccess)
+		e = cudaMemset(out->tail, 0, sizeof(*out->tail));
+	return e;
+}
+
+/// Host: free the counter.  The loop's tickets start again at 0 with a new
+/// loop only: one queue per loop.
+inline void svmbatch_gpu_queue_destroy(svmbatch_gpu_queue *q)
+{
+	cudaFree(q->tail);
+	q->tail = nullptr;
+}
+
+namespace svmbatch_detail {
+
+using system_u64 = cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>;
+using system_u32 = cuda::atomic_ref<unsigned int, cuda::thread_scope_system>;
+
+__device__ inline unsigned long long &u64(uint64_t &v)
+{
+	return reinterpret_cast<unsigned long long &>(v);
+}
+
+__device__ inline bool flag(uint32_t &v)
+{
+	return system_u32(reinterpret_cast<unsigned int &>(v)).load(cuda::memory_order_relaxed) !=
+	       0;
+}
+
+/// Poll politely: host memory is across PCIe, and every poll is a read.
+__device__ inline void back_off(unsigned &ns)
+{
+	__nanosleep(ns);
+	ns = ns < 2048 ? ns * 2 : 2048;
+}
+
+} // namespace svmbatch_detail
+
+/// Ask for length bytes of file (IoLoop::add_file) at offset, into caller
+/// buffer `buffer` of the loop's registration at buffer_offset.  Returns
+/// the ticket to wait for, or -1 when the loop is closed (nothing claimed)
+/// or its pump ended while this waited for a slot.  Call it from
+/// converged lanes where it can: they share one atomic.
+__device__ inline long long svmbatch_read(const svmbatch_gpu_queue &q, uint32_t file,
+					  uint64_t offset, uint64_t length, uint32_t buffer,
+					  uint64_t buffer_offset, uint64_t tag = 0)
+{
+	using namespace svmbatch_detail;
+	svmbatch_io_ring_header *h = q.ring.header;
+
+	if (flag(h->closed))
+		return -1;
+	// One atomic per warp: the lowest active lane takes tickets for all.
+	const unsigned active = __activemask();
+	const unsigned lane = threadIdx.x % 32;
+	const int leader = __ffs(active) - 1;
+	const unsigned rank = __popc(active & ((1u << lane) - 1));
+	unsigned long long base = 0;
+	if (static_cast<int>(lane) == leader)
+		base = atomicAdd(q.tail, static_cast<unsigned long long>(__popc(active)));
+	base = __shfl_sync(active, base, leader);
+	const unsigned long long t = base + rank;
+
+	svmbatch_io_request &slot = q.ring.requests[t & q.ring.mask];
+	system_u64 seq(u64(slot.seq));
+	for (unsigned ns = 32; seq.load(cuda::memory_order_acquire) != t;) {
+		if (flag(h->stopped))
+			return -1;
+		back_off(ns);
+	}
+	slot.file = file;
+	slot.buffer = buffer;
+	slot.file_offset = offset;
+	slot.length = length;
+	slot.buffer_offset = buffer_offset;
+	slot.tag = tag;
+	slot.flags = SVMBATCH_IO_READ;
+	// The slot's fields reach host memory before its seq says published.
+	__threadfence_system();
+	seq.store(t + 1, cuda::memory_order_release);
+	return static_cast<long long>(t);
+}
+
+/// Wait for ticket's completion and free its slot.  {-ESHUTDOWN, 0} if the
+/// loop's pump ended without completing it; {-EINVAL, 0} for ticket -1.
+__device__ inline svmbatch_io_result svmbatch_wait(const svmbatch_gpu_queue &q, long long ticket)
+{
+	using namespace svmbatch_detail;
+
+	if (ticket < 0)
+		return {-EINVAL, 0};
+	const auto t = static_cast<unsigned long long>(ticket);
+	svmbatch_io_completion &c = q.ring.completions[t & q.ring.mask];
+	system_u64 seq(u64(c.seq));
+	for (unsigned ns = 32; seq.load(cuda::memory_order_acquire) != t + 1;) {
+		if (flag(q.ring.header->stopped) && seq.load(cuda::memory_order_acquire) != t + 1)
+			return {-ESHUTDOWN, 0};
+		back_off(ns);
+	}
+	// The acquire above orders these reads after the pump's release.
+	svmbatch_io_result r{c.status, c.bytes};
+	seq.store(t + q.ring.mask + 1, cuda::memory_order_release);
+	return r;
+}
+
+/// Ticket's completion if it is there (slot freed): true and *out.
+__device__ inline bool svmbatch_try_wait(const svmbatch_gpu_queue &q, long long ticket,
+					 svmbatch_io_result *out)
+{
+	using namespace svmbatch_detail;
+	const auto t = static_cast<unsigned long long>(ticket);
+	svmbatch_io_completion &c = q.ring.completions[t & q.ring.mask];
+	system_u64 seq(u64(c.seq));
+
+	if (ticket < 0 || seq.load(cuda::memory_order_acquire) != t + 1)
+		return false;
+	*out = {c.status, c.bytes};
+	seq.store(t + q.ring.mask + 1, cuda::memory_order_release);
+	return true;
+}

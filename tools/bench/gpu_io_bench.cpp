@@ -1,0 +1,377 @@
+// SPDX-License-Identifier: MIT
+// GPU-driven I/O against a host-driven pipeline, on the GPU machine
+// (tools/device/run.sh): JSON on stdout, progress on stderr.
+//
+// For requests of 4 KiB, 64 KiB and 1 MiB of a file in the page cache
+// (tmpfs):
+//  - loop: a persistent kernel (one block per SM) asks for every piece with
+//    svmbatch_read(), an IoLoop's pump reads it with READ_FIXED into the
+//    warp's registered, GPU-mapped buffer, svmbatch_wait() returns, and the
+//    warp copies the piece into device memory (so the bytes cross PCIe, as
+//    the pipeline's copies do).  Requests/s, GB/s, and each request's
+//    latency from publish to completion (GPU globaltimer).
+//  - host pipeline: a Reader reads the same pieces into registered host
+//    buffers, a batch at a time, and cudaMemcpyAsync copies each piece to
+//    device memory on four streams while the next batch is read.
+//
+//   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N]
+//
+// --small-gib is the file for 4 KiB requests (a million requests a GiB).
+#include <cuda_runtime_api.h>
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <thread>
+#include <vector>
+
+#include <liburing.h>
+
+#include <svmbatch/svmbatch.hpp>
+
+#include "gpu_io_kernels.hpp"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using svmbatch::device::io_pattern;
+
+void check(cudaError_t e, const char *what)
+{
+	if (e != cudaSuccess)
+		throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+double median(std::vector<double> v)
+{
+	std::sort(v.begin(), v.end());
+	return v.empty()    ? 0 :
+	       v.size() % 2 ? v[v.size() / 2] :
+			      (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+}
+
+double percentile_us(std::vector<std::uint64_t> ns, double p)
+{
+	if (ns.empty())
+		return 0;
+	std::sort(ns.begin(), ns.end());
+	auto i = static_cast<std::size_t>(p * static_cast<double>(ns.size() - 1));
+	return static_cast<double>(ns[i]) / 1e3;
+}
+
+std::string json_list(const std::vector<double> &v)
+{
+	std::string s = "[";
+	for (std::size_t i = 0; i < v.size(); i++)
+		s += (i ? ", " : "") + std::to_string(v[i]);
+	return s + "]";
+}
+
+/// An anonymous mapping, unmapped on destruction.
+class Mapping {
+public:
+	explicit Mapping(std::size_t len) : len_(len)
+	{
+		void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
+				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
+		if (m == MAP_FAILED)
+			throw std::system_error(errno, std::generic_category(), "mmap");
+		p_ = static_cast<char *>(m);
+	}
+	Mapping(const Mapping &) = delete;
+	Mapping &operator=(const Mapping &) = delete;
+	Mapping(Mapping &&) = delete;
+	Mapping &operator=(Mapping &&) = delete;
+	~Mapping() { ::munmap(p_, len_); }
+	char *get() const noexcept { return p_; }
+
+private:
+	std::size_t len_;
+	char *p_;
+};
+
+/// A file of pattern bytes in dir, written by every core, unlinked.
+int make_file(const std::string &dir, std::uint64_t len)
+{
+	std::string path = dir + "/svmbatch-gpu-io-bench-XXXXXX";
+	int fd = ::mkstemp(path.data());
+	if (fd < 0)
+		throw std::system_error(errno, std::generic_category(), path);
+	::unlink(path.c_str());
+	constexpr std::uint64_t chunk = 1 << 20;
+	const unsigned k = std::max(1u, std::thread::hardware_concurrency());
+	std::vector<std::thread> threads;
+	for (unsigned t = 0; t < k; t++)
+		threads.emplace_back([&, t] {
+			std::vector<std::uint8_t> buf(chunk);
+			for (std::uint64_t off = t * chunk; off < len; off += k * chunk) {
+				std::uint64_t n = std::min(chunk, len - off);
+				for (std::uint64_t i = 0; i < n; i++)
+					buf[i] = io_pattern(off + i);
+				if (::pwrite(fd, buf.data(), n, static_cast<off_t>(off)) !=
+				    static_cast<ssize_t>(n))
+					std::abort();
+			}
+		});
+	for (auto &t : threads)
+		t.join();
+	return fd;
+}
+
+/// Device memory, freed on destruction.
+class DeviceBuffer {
+public:
+	explicit DeviceBuffer(std::size_t len)
+	{
+		void *p = nullptr;
+		check(cudaMalloc(&p, len), "cudaMalloc");
+		p_ = static_cast<char *>(p);
+	}
+	DeviceBuffer(const DeviceBuffer &) = delete;
+	DeviceBuffer &operator=(const DeviceBuffer &) = delete;
+	DeviceBuffer(DeviceBuffer &&) = delete;
+	DeviceBuffer &operator=(DeviceBuffer &&) = delete;
+	~DeviceBuffer() { cudaFree(p_); }
+	char *get() const noexcept { return p_; }
+
+private:
+	char *p_ = nullptr;
+};
+
+struct Measured {
+	std::vector<double> gbps, rps;
+	double p50_us = 0, p99_us = 0;
+	std::uint64_t requests = 0, errors = 0;
+};
+
+/// The loop: one registration of one 2 MiB buffer per warp, one IoLoop.
+Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
+		  std::uint64_t file_len, std::uint64_t size, unsigned blocks, unsigned warps,
+		  int reps)
+{
+	constexpr std::size_t buf_len = 2 << 20;
+	const unsigned nwarps = blocks * warps;
+	const auto lanes = static_cast<unsigned>(std::min<std::uint64_t>(32, buf_len / size));
+	Mapping mem(std::size_t{nwarps} * buf_len);
+	std::vector<svmbatch::Buffer> bufs;
+	for (unsigned w = 0; w < nwarps; w++)
+		bufs.push_back({mem.get() + std::size_t{w} * buf_len, buf_len});
+	svmbatch::Registration reg = ctx.register_buffers(bufs);
+	svmbatch::GpuMapping gpu = reg.map(cuda);
+	std::vector<std::uint64_t> dptr(gpu.addresses().begin(), gpu.addresses().end());
+
+	Measured m;
+	for (int r = 0; r < reps; r++) {
+		svmbatch::IoLoopOptions lo;
+		lo.slots = 4096;
+		lo.gpu = &cuda;
+		svmbatch::IoLoop loop(ctx, reg, lo);
+		std::uint32_t file = loop.add_file(fd);
+		svmbatch::device::GpuQueue q(loop.device_queue());
+		svmbatch::device::IoRun run = svmbatch::device::read_pieces(q, file, file_len, size,
+									    dptr, size, blocks,
+									    warps, lanes, true);
+		loop.stop();
+		m.gbps.push_back(static_cast<double>(run.bytes) / run.seconds / 1e9);
+		m.rps.push_back(static_cast<double>(run.requests) / run.seconds);
+		m.requests = run.requests;
+		m.errors += run.errors;
+		if (r == reps - 1) {
+			m.p50_us = percentile_us(run.latency_ns, 0.50);
+			m.p99_us = percentile_us(run.latency_ns, 0.99);
+		}
+		std::fprintf(stderr, "  loop %7llu B: %.2f GB/s, %.0f requests/s (%llu batches)\n",
+			     static_cast<unsigned long long>(size), m.gbps.back(), m.rps.back(),
+			     static_cast<unsigned long long>(loop.stats().batches));
+	}
+	return m;
+}
+
+/// The host pipeline: staging buffers in four groups; batch j (a group's
+/// worth of pieces) is read while the copies of the batches before it run.
+Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
+		  std::uint64_t file_len, std::uint64_t size, int reps)
+{
+	constexpr std::size_t groups = 4, streams = 4;
+	const std::size_t nbuf = std::min<std::size_t>(8192, (256u << 20) / size);
+	const std::size_t per_group = nbuf / groups;
+	Mapping mem(nbuf * size);
+	std::vector<svmbatch::Buffer> bufs;
+	for (std::size_t i = 0; i < nbuf; i++)
+		bufs.push_back({mem.get() + i * size, size});
+	svmbatch::Registration reg = ctx.register_buffers(bufs);
+	svmbatch::GpuMapping pinned = reg.map(cuda); // cudaMemcpyAsync from pinned memory
+	io_uring ring{};
+	if (io_uring_queue_init(256, &ring, 0) < 0)
+		throw std::runtime_error("io_uring_queue_init");
+	DeviceBuffer dev(file_len);
+	cudaStream_t s[streams];
+	cudaEvent_t ev[groups];
+	for (auto &x : s)
+		check(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking), "cudaStreamCreate");
+	for (auto &e : ev)
+		check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+	Measured m;
+	{
+		svmbatch::FixedBuffers fixed = reg.register_fixed(ring);
+		svmbatch::Reader reader(ring, fixed);
+		const std::uint64_t pieces = file_len / size;
+		const std::size_t nbatch = (pieces + per_group - 1) / per_group;
+		auto batch = [&](std::size_t j) {
+			std::vector<svmbatch::IoRequest> rq;
+			for (std::uint64_t c = j * per_group;
+			     c < std::min(pieces, (j + 1) * per_group); c++)
+				rq.push_back({fd, c * size, size,
+					      (j % groups) * per_group + c % per_group, 0});
+			return rq;
+		};
+		for (int r = 0; r < reps; r++) {
+			auto t0 = Clock::now();
+			std::deque<svmbatch::IoBatch> reading;
+			auto start = [&](std::size_t j) {
+				if (j >= groups)
+					check(cudaEventSynchronize(ev[j % groups]),
+					      "cudaEventSynchronize");
+				reading.push_back(reader.start(batch(j)));
+			};
+			for (std::size_t j = 0; j < std::min<std::size_t>(nbatch, 2); j++)
+				start(j);
+			for (std::size_t j = 0; j < nbatch; j++) {
+				for (const svmbatch::IoResult &res : reading.front().wait())
+					m.errors += res.err != 0;
+				reading.pop_front();
+				if (j + 2 < nbatch)
+					start(j + 2);
+				for (const svmbatch::IoRequest &rq : batch(j))
+					check(cudaMemcpyAsync(dev.get() + rq.file_offset,
+							      bufs[rq.buffer].ptr, rq.length,
+							      cudaMemcpyHostToDevice,
+							      s[j % streams]),
+					      "cudaMemcpyAsync");
+				check(cudaEventRecord(ev[j % groups], s[j % streams]),
+				      "cudaEventRecord");
+			}
+			for (auto &x : s)
+				check(cudaStreamSynchronize(x), "cudaStreamSynchronize");
+			double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+			m.gbps.push_back(static_cast<double>(pieces * size) / secs / 1e9);
+			m.rps.push_back(static_cast<double>(pieces) / secs);
+			m.requests = pieces;
+			std::fprintf(stderr, "  host %7llu B: %.2f GB/s, %.0f requests/s\n",
+				     static_cast<unsigned long long>(size), m.gbps.back(),
+				     m.rps.back());
+		}
+	}
+	for (auto &e : ev)
+		cudaEventDestroy(e);
+	for (auto &x : s)
+		cudaStreamDestroy(x);
+	io_uring_queue_exit(&ring);
+	return m;
+}
+
+std::string measured_json(const Measured &m)
+{
+	char buf[512];
+	std::snprintf(buf, sizeof(buf),
+		      "{\"requests\": %llu, \"errors\": %llu, \"GBps\": %s, \"median_GBps\": %.3f, "
+		      "\"requests_per_s\": %s, \"median_requests_per_s\": %.0f, \"p50_us\": %.2f, "
+		      "\"p99_us\": %.2f}",
+		      static_cast<unsigned long long>(m.requests),
+		      static_cast<unsigned long long>(m.errors), json_list(m.gbps).c_str(),
+		      median(m.gbps), json_list(m.rps).c_str(), median(m.rps), m.p50_us, m.p99_us);
+	return buf;
+}
+
+int run(const std::string &dir, double gib, double small_gib, int reps)
+{
+	cudaDeviceProp prop{};
+	check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
+	const auto blocks = static_cast<unsigned>(prop.multiProcessorCount);
+	constexpr unsigned warps = 4;
+	const auto big = static_cast<std::uint64_t>(gib * (1 << 30));
+	const auto small = static_cast<std::uint64_t>(small_gib * (1 << 30));
+	std::fprintf(stderr, "gpu_io_bench: %s, %u SMs, %.1f GiB file (%.1f GiB for 4 KiB), %s\n",
+		     prop.name, blocks, gib, small_gib, dir.c_str());
+	int fd_big = make_file(dir, big);
+	int fd_small = make_file(dir, small);
+	svmbatch::Context ctx;
+	svmbatch::CudaBackend cuda;
+
+	std::string rows;
+	Measured loop1m, host1m, loop4k;
+	for (std::uint64_t size :
+	     {std::uint64_t{4} << 10, std::uint64_t{64} << 10, std::uint64_t{1} << 20}) {
+		const bool is_small = size == (4u << 10);
+		const int fd = is_small ? fd_small : fd_big;
+		const std::uint64_t len = is_small ? small : big;
+		Measured l = run_loop(ctx, cuda, fd, len, size, blocks, warps, reps);
+		Measured h = run_host(ctx, cuda, fd, len, size, reps);
+		rows += std::string(rows.empty() ? "" : ",\n") +
+			"    {\"request_bytes\": " + std::to_string(size) +
+			", \"file_bytes\": " + std::to_string(len) +
+			", \"loop\": " + measured_json(l) +
+			",\n     \"host_pipeline\": " + measured_json(h) +
+			", \"loop_over_host\": " + std::to_string(median(l.gbps) / median(h.gbps)) +
+			"}";
+		if (size == (1u << 20)) {
+			loop1m = l;
+			host1m = h;
+		}
+		if (is_small)
+			loop4k = l;
+	}
+	::close(fd_big);
+	::close(fd_small);
+	std::printf("{\n  \"benchmark\": \"gpu_io\",\n  \"gpu\": \"%s\",\n  \"sms\": %u,\n"
+		    "  \"warps_per_block\": %d,\n  \"cpus\": %u,\n  \"dir\": \"%s\",\n"
+		    "  \"reps\": %d,\n  \"results\": [\n%s\n  ],\n"
+		    "  \"summary\": {\"loop_1MiB_GBps\": %.3f, \"host_pipeline_1MiB_GBps\": %.3f, "
+		    "\"loop_over_host_1MiB\": %.3f, \"loop_4KiB_rps\": %.0f, \"p50_us_4KiB\": %.2f, "
+		    "\"p99_us_4KiB\": %.2f, \"errors\": %llu}\n}\n",
+		    prop.name, blocks, warps, std::thread::hardware_concurrency(), dir.c_str(),
+		    reps, rows.c_str(), median(loop1m.gbps), median(host1m.gbps),
+		    median(loop1m.gbps) / median(host1m.gbps), median(loop4k.rps), loop4k.p50_us,
+		    loop4k.p99_us,
+		    static_cast<unsigned long long>(loop1m.errors) + host1m.errors + loop4k.errors);
+	return loop1m.errors + host1m.errors + loop4k.errors ? 1 : 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+	std::string dir = "/dev/shm";
+	double gib = 4, small_gib = 1;
+	int reps = 3;
+	for (int i = 1; i + 1 < argc; i += 2) {
+		std::string_view opt = argv[i];
+		if (opt == "--dir")
+			dir = argv[i + 1];
+		else if (opt == "--gib")
+			gib = std::strtod(argv[i + 1], nullptr);
+		else if (opt == "--small-gib")
+			small_gib = std::strtod(argv[i + 1], nullptr);
+		else if (opt == "--reps")
+			reps = std::atoi(argv[i + 1]);
+	}
+	try {
+		return run(dir, gib, small_gib, reps);
+	} catch (const std::exception &e) {
+		std::fprintf(stderr, "gpu_io_bench: %s\n", e.what());
+		return 2;
+	}
+}
