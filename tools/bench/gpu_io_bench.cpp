@@ -14,7 +14,7 @@
 //    buffers, a batch at a time, and cudaMemcpyAsync copies each piece to
 //    device memory on four streams while the next batch is read.
 //
-//   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N]
+//   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N] [--warps N]
 //
 // --small-gib is the file for 4 KiB requests (a million requests a GiB).
 #include <cuda_runtime_api.h>
@@ -160,11 +160,12 @@ struct Measured {
 /// The loop: one registration of one 2 MiB buffer per warp, one IoLoop.
 Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 		  std::uint64_t file_len, std::uint64_t size, unsigned blocks, unsigned warps,
-		  int reps)
+		  unsigned max_lanes, bool copy, int reps)
 {
 	constexpr std::size_t buf_len = 2 << 20;
 	const unsigned nwarps = blocks * warps;
-	const auto lanes = static_cast<unsigned>(std::min<std::uint64_t>(32, buf_len / size));
+	const auto lanes = static_cast<unsigned>(
+		std::min<std::uint64_t>(max_lanes, std::min<std::uint64_t>(32, buf_len / size)));
 	Mapping mem(std::size_t{nwarps} * buf_len);
 	std::vector<svmbatch::Buffer> bufs;
 	for (unsigned w = 0; w < nwarps; w++)
@@ -193,9 +194,14 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 			m.p50_us = percentile_us(run.latency_ns, 0.50);
 			m.p99_us = percentile_us(run.latency_ns, 0.99);
 		}
-		std::fprintf(stderr, "  loop %7llu B: %.2f GB/s, %.0f requests/s (%llu batches)\n",
-			     static_cast<unsigned long long>(size), m.gbps.back(), m.rps.back(),
-			     static_cast<unsigned long long>(loop.stats().batches));
+		std::fprintf(
+			stderr,
+			"  loop %7llu B, %u x %u warps x %u lanes%s: %.2f GB/s, %.0f requests/s, "
+			"p50 %.1f us, p99 %.1f us (%llu batches)\n",
+			static_cast<unsigned long long>(size), blocks, warps, lanes,
+			copy ? ", copied to device memory" : "", m.gbps.back(), m.rps.back(),
+			percentile_us(run.latency_ns, 0.5), percentile_us(run.latency_ns, 0.99),
+			static_cast<unsigned long long>(loop.stats().batches));
 	}
 	return m;
 }
@@ -296,12 +302,11 @@ std::string measured_json(const Measured &m)
 	return buf;
 }
 
-int run(const std::string &dir, double gib, double small_gib, int reps)
+int run(const std::string &dir, double gib, double small_gib, int reps, unsigned warps)
 {
 	cudaDeviceProp prop{};
 	check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
 	const auto blocks = static_cast<unsigned>(prop.multiProcessorCount);
-	constexpr unsigned warps = 4;
 	const auto big = static_cast<std::uint64_t>(gib * (1 << 30));
 	const auto small = static_cast<std::uint64_t>(small_gib * (1 << 30));
 	std::fprintf(stderr, "gpu_io_bench: %s, %u SMs, %.1f GiB file (%.1f GiB for 4 KiB), %s\n",
@@ -318,12 +323,16 @@ int run(const std::string &dir, double gib, double small_gib, int reps)
 		const bool is_small = size == (4u << 10);
 		const int fd = is_small ? fd_small : fd_big;
 		const std::uint64_t len = is_small ? small : big;
-		Measured l = run_loop(ctx, cuda, fd, len, size, blocks, warps, reps);
+		Measured l = run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, true, reps);
+		// The loop's own delivery into the GPU-mapped buffers, the GPU
+		// not reading them.
+		Measured d = run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, false, reps);
 		Measured h = run_host(ctx, cuda, fd, len, size, reps);
 		rows += std::string(rows.empty() ? "" : ",\n") +
 			"    {\"request_bytes\": " + std::to_string(size) +
 			", \"file_bytes\": " + std::to_string(len) +
 			", \"loop\": " + measured_json(l) +
+			",\n     \"loop_no_copy\": " + measured_json(d) +
 			",\n     \"host_pipeline\": " + measured_json(h) +
 			", \"loop_over_host\": " + std::to_string(median(l.gbps) / median(h.gbps)) +
 			"}";
@@ -334,6 +343,11 @@ int run(const std::string &dir, double gib, double small_gib, int reps)
 		if (is_small)
 			loop4k = l;
 	}
+	// Latency without queueing: one warp, one request at a time.
+	Measured one =
+		run_loop(ctx, cuda, fd_small, std::uint64_t{20000} * 4096, 4096, 1, 1, 1, false, 1);
+	rows += ",\n    {\"request_bytes\": 4096, \"one_request_in_flight\": " +
+		measured_json(one) + "}";
 	::close(fd_big);
 	::close(fd_small);
 	std::printf("{\n  \"benchmark\": \"gpu_io\",\n  \"gpu\": \"%s\",\n  \"sms\": %u,\n"
@@ -357,6 +371,7 @@ int main(int argc, char **argv)
 	std::string dir = "/dev/shm";
 	double gib = 4, small_gib = 1;
 	int reps = 3;
+	unsigned warps = 8;
 	for (int i = 1; i + 1 < argc; i += 2) {
 		std::string_view opt = argv[i];
 		if (opt == "--dir")
@@ -367,9 +382,11 @@ int main(int argc, char **argv)
 			small_gib = std::strtod(argv[i + 1], nullptr);
 		else if (opt == "--reps")
 			reps = std::atoi(argv[i + 1]);
+		else if (opt == "--warps")
+			warps = static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
 	}
 	try {
-		return run(dir, gib, small_gib, reps);
+		return run(dir, gib, small_gib, reps, warps);
 	} catch (const std::exception &e) {
 		std::fprintf(stderr, "gpu_io_bench: %s\n", e.what());
 		return 2;
