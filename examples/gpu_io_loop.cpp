@@ -135,7 +135,7 @@ int run(const Options &o)
 
 	// 2. The loop: its pump services the ring, which it maps for the GPU.
 	svmbatch::IoLoopOptions lo;
-	lo.slots = 4096;
+	lo.slots = 32768;
 	lo.gpu = &cuda;
 	svmbatch::IoLoop loop(ctx, reg, lo);
 	std::uint32_t file = loop.add_file(fd);

@@ -177,7 +177,7 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 	Measured m;
 	for (int r = 0; r < reps; r++) {
 		svmbatch::IoLoopOptions lo;
-		lo.slots = 4096;
+		lo.slots = 32768;
 		lo.gpu = &cuda;
 		svmbatch::IoLoop loop(ctx, reg, lo);
 		std::uint32_t file = loop.add_file(fd);

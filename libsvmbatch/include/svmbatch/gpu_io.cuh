@@ -15,11 +15,13 @@
 //           // r.status == 0: the bytes are in the buffer (its device pointer)
 //
 // Publication is warp-aggregated: the lanes of a warp that call
-// svmbatch_read() together take consecutive tickets with one atomic.  A
-// thread waits for a slot only between claiming and publishing, and the
-// pump frees request slots without waiting for anyone, so more threads may
-// ask than the ring has slots; each thread must wait for its own tickets in
-// the order it took them.
+// svmbatch_read() together take consecutive tickets with one atomic, and
+// while they wait (for a slot, for completions) one lane polls host memory
+// for all of them: thousands of lanes polling would take the PCIe bus from
+// the data.  A thread waits for a slot only between claiming and
+// publishing, and the pump frees request slots without waiting for anyone,
+// so more threads may ask than the ring has slots; each thread must wait
+// for its own tickets in the order it took them.
 #pragma once
 
 #include <cuda/atomic>
@@ -79,24 +81,50 @@ __device__ inline void back_off(unsigned &ns)
 	ns = ns < 2048 ? ns * 2 : 2048;
 }
 
+/// Wait, with the converged lanes of `active`, until ready(lane) holds for
+/// each (or the pump ended: false).  Polling host memory costs a PCIe read
+/// each time, and thousands of lanes polling would take the bus from the
+/// data: so the lowest lane still waiting polls alone, with back-off, and
+/// the others look once each time it sees its own condition hold.
+template <typename Ready>
+__device__ inline bool warp_wait(unsigned active, svmbatch_io_ring_header *h, Ready ready)
+{
+	const unsigned lane = threadIdx.x % 32;
+	bool done = false;
+
+	for (;;) {
+		if (!done)
+			done = ready();
+		const unsigned waiting = __ballot_sync(active, !done);
+		if (!waiting)
+			return true;
+		if (lane == static_cast<unsigned>(__ffs(waiting) - 1))
+			for (unsigned ns = 32; !ready() && !flag(h->stopped);)
+				back_off(ns);
+		if (__any_sync(active, flag(h->stopped)))
+			return __all_sync(active, done || ready());
+	}
+}
+
 } // namespace svmbatch_detail
 
 /// Ask for length bytes of file (IoLoop::add_file) at offset, into caller
 /// buffer `buffer` of the loop's registration at buffer_offset.  Returns
 /// the ticket to wait for, or -1 when the loop is closed (nothing claimed)
 /// or its pump ended while this waited for a slot.  Call it from
-/// converged lanes where it can: they share one atomic.
+/// converged lanes: they share one atomic, and one of them polls for
+/// their slots.
 __device__ inline long long svmbatch_read(const svmbatch_gpu_queue &q, uint32_t file,
 					  uint64_t offset, uint64_t length, uint32_t buffer,
 					  uint64_t buffer_offset, uint64_t tag = 0)
 {
 	using namespace svmbatch_detail;
 	svmbatch_io_ring_header *h = q.ring.header;
+	const unsigned active = __activemask();
 
-	if (flag(h->closed))
+	if (__any_sync(active, flag(h->closed)))
 		return -1;
 	// One atomic per warp: the lowest active lane takes tickets for all.
-	const unsigned active = __activemask();
 	const unsigned lane = threadIdx.x % 32;
 	const int leader = __ffs(active) - 1;
 	const unsigned rank = __popc(active & ((1u << lane) - 1));
@@ -108,11 +136,8 @@ __device__ inline long long svmbatch_read(const svmbatch_gpu_queue &q, uint32_t 
 
 	svmbatch_io_request &slot = q.ring.requests[t & q.ring.mask];
 	system_u64 seq(u64(slot.seq));
-	for (unsigned ns = 32; seq.load(cuda::memory_order_acquire) != t;) {
-		if (flag(h->stopped))
-			return -1;
-		back_off(ns);
-	}
+	if (!warp_wait(active, h, [&] { return seq.load(cuda::memory_order_acquire) == t; }))
+		return -1; // the pump ended: nobody frees the slot
 	slot.file = file;
 	slot.buffer = buffer;
 	slot.file_offset = offset;
@@ -128,26 +153,27 @@ __device__ inline long long svmbatch_read(const svmbatch_gpu_queue &q, uint32_t 
 
 /// Wait for ticket's completion and free its slot.  {-ESHUTDOWN, 0} if the
 /// loop's pump ended without completing it; {-EINVAL, 0} for ticket -1.
+/// Call it from converged lanes (one of them polls for all).
 __device__ inline svmbatch_io_result svmbatch_wait(const svmbatch_gpu_queue &q, long long ticket)
 {
 	using namespace svmbatch_detail;
-
-	if (ticket < 0)
-		return {-EINVAL, 0};
+	const unsigned active = __activemask();
 	const auto t = static_cast<unsigned long long>(ticket);
 	svmbatch_io_completion &c = q.ring.completions[t & q.ring.mask];
 	system_u64 seq(u64(c.seq));
-	for (unsigned ns = 32; seq.load(cuda::memory_order_acquire) != t + 1;) {
-		if (flag(q.ring.header->stopped) && seq.load(cuda::memory_order_acquire) != t + 1)
-			return {-ESHUTDOWN, 0};
-		back_off(ns);
-	}
+
+	const bool ended = !warp_wait(active, q.ring.header, [&] {
+		return ticket < 0 || seq.load(cuda::memory_order_acquire) == t + 1;
+	});
+	if (ticket < 0)
+		return {-EINVAL, 0};
+	if (ended && seq.load(cuda::memory_order_acquire) != t + 1)
+		return {-ESHUTDOWN, 0};
 	// The acquire above orders these reads after the pump's release.
 	svmbatch_io_result r{c.status, c.bytes};
 	seq.store(t + q.ring.mask + 1, cuda::memory_order_release);
 	return r;
 }
-
 /// Ticket's completion if it is there (slot freed): true and *out.
 __device__ inline bool svmbatch_try_wait(const svmbatch_gpu_queue &q, long long ticket,
 					 svmbatch_io_result *out)
