@@ -184,9 +184,9 @@ __global__ void read_pieces_kernel(PieceArgs a)
 
 } // namespace
 
-GpuQueue::GpuQueue(const svmbatch_io_queue &ring)
+GpuQueue::GpuQueue(const svmbatch_io_queue &ring, std::uint32_t max_poll_ns)
 {
-	check(svmbatch_gpu_queue_create(ring, &q_), "svmbatch_gpu_queue_create");
+	check(svmbatch_gpu_queue_create(ring, &q_, max_poll_ns), "svmbatch_gpu_queue_create");
 }
 
 GpuQueue::~GpuQueue()

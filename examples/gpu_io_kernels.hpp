@@ -30,7 +30,7 @@ struct IoPiece {
 /// memory; freed on destruction.
 class GpuQueue {
 public:
-	explicit GpuQueue(const svmbatch_io_queue &ring);
+	explicit GpuQueue(const svmbatch_io_queue &ring, std::uint32_t max_poll_ns = 8192);
 	GpuQueue(const GpuQueue &) = delete;
 	GpuQueue &operator=(const GpuQueue &) = delete;
 	GpuQueue(GpuQueue &&) = delete;

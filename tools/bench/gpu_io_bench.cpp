@@ -15,6 +15,8 @@
 //    device memory on four streams while the next batch is read.
 //
 //   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N] [--warps N]
+//                [--sizes BYTES] [--io-threads N] [--max-batch N] [--spin-us N]
+//                [--poll-ns N]
 //
 // --small-gib is the file for 4 KiB requests (a million requests a GiB).
 #include <cuda_runtime_api.h>
@@ -47,6 +49,11 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+/// The pump's options (--io-threads, --max-batch, --spin-us), and the
+/// GPU's longest sleep between polls (--poll-ns).
+svmbatch::IoLoopOptions loop_options;
+std::uint32_t max_poll_ns = 8192;
 using svmbatch::device::io_pattern;
 
 void check(cudaError_t e, const char *what)
@@ -176,12 +183,12 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 
 	Measured m;
 	for (int r = 0; r < reps; r++) {
-		svmbatch::IoLoopOptions lo;
+		svmbatch::IoLoopOptions lo = loop_options;
 		lo.slots = 32768;
 		lo.gpu = &cuda;
 		svmbatch::IoLoop loop(ctx, reg, lo);
 		std::uint32_t file = loop.add_file(fd);
-		svmbatch::device::GpuQueue q(loop.device_queue());
+		svmbatch::device::GpuQueue q(loop.device_queue(), max_poll_ns);
 		svmbatch::device::IoRun run = svmbatch::device::read_pieces(q, file, file_len, size,
 									    dptr, size, blocks,
 									    warps, lanes, true);
@@ -302,7 +309,8 @@ std::string measured_json(const Measured &m)
 	return buf;
 }
 
-int run(const std::string &dir, double gib, double small_gib, int reps, unsigned warps)
+int run(const std::string &dir, double gib, double small_gib, int reps, unsigned warps,
+	const std::vector<std::uint64_t> &sizes)
 {
 	cudaDeviceProp prop{};
 	check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
@@ -318,8 +326,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 
 	std::string rows;
 	Measured loop1m, host1m, loop4k;
-	for (std::uint64_t size :
-	     {std::uint64_t{4} << 10, std::uint64_t{64} << 10, std::uint64_t{1} << 20}) {
+	for (std::uint64_t size : sizes) {
 		const bool is_small = size == (4u << 10);
 		const int fd = is_small ? fd_small : fd_big;
 		const std::uint64_t len = is_small ? small : big;
@@ -371,7 +378,9 @@ int main(int argc, char **argv)
 	std::string dir = "/dev/shm";
 	double gib = 4, small_gib = 1;
 	int reps = 3;
-	unsigned warps = 8;
+	unsigned warps = 4;
+	std::vector<std::uint64_t> sizes{std::uint64_t{4} << 10, std::uint64_t{64} << 10,
+					 std::uint64_t{1} << 20};
 	for (int i = 1; i + 1 < argc; i += 2) {
 		std::string_view opt = argv[i];
 		if (opt == "--dir")
@@ -384,9 +393,21 @@ int main(int argc, char **argv)
 			reps = std::atoi(argv[i + 1]);
 		else if (opt == "--warps")
 			warps = static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
+		else if (opt == "--sizes")
+			sizes = {std::strtoull(argv[i + 1], nullptr, 10)};
+		else if (opt == "--io-threads")
+			loop_options.io.threads =
+				static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
+		else if (opt == "--max-batch")
+			loop_options.max_batch = std::strtoull(argv[i + 1], nullptr, 10);
+		else if (opt == "--poll-ns")
+			max_poll_ns =
+				static_cast<std::uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
+		else if (opt == "--spin-us")
+			loop_options.spin = std::chrono::microseconds(std::atoll(argv[i + 1]));
 	}
 	try {
-		return run(dir, gib, small_gib, reps, warps);
+		return run(dir, gib, small_gib, reps, warps, sizes);
 	} catch (const std::exception &e) {
 		std::fprintf(stderr, "gpu_io_bench: %s\n", e.what());
 		return 2;

@@ -125,7 +125,7 @@ if want gpuio; then
 		>"$OUT/gpu-io-loop.log" 2>&1
 	cat "$OUT/gpu-io-loop.log"
 	step gpu-io-bench timeout 400 "$work/build/examples/gpu_io_bench" --dir /dev/shm --gib 4 \
-		--small-gib 1 --reps 3 >"$OUT/gpu-io-bench.json" 2>"$OUT/gpu-io-bench.log"
+		--small-gib 1 --reps 5 >"$OUT/gpu-io-bench.json" 2>"$OUT/gpu-io-bench.log"
 	cat "$OUT/gpu-io-bench.log" "$OUT/gpu-io-bench.json"
 fi
 # The Python package built against the venv's interpreter and pybind11,

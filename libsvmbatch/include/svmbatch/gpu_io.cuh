@@ -39,11 +39,14 @@ struct svmbatch_io_result {
 };
 
 /// Host: a queue for ring (IoLoop::device_queue()), its counter allocated
-/// and zeroed in device memory.
-inline cudaError_t svmbatch_gpu_queue_create(const svmbatch_io_queue &ring, svmbatch_gpu_queue *out)
+/// and zeroed in device memory; max_poll_ns: see io_ring.h.
+inline cudaError_t svmbatch_gpu_queue_create(const svmbatch_io_queue &ring, svmbatch_gpu_queue *out,
+					     uint32_t max_poll_ns = 8192)
 {
 	out->ring = ring;
 	out->tail = nullptr;
+	out->max_poll_ns = max_poll_ns;
+	out->reserved = 0;
 	cudaError_t e = cudaMalloc(&out->tail, sizeof(*out->tail));
 	if (e == cudaSuccess)
 		e = cudaMemset(out->tail, 0, sizeof(*out->tail));
@@ -75,10 +78,10 @@ __device__ inline bool flag(uint32_t &v)
 }
 
 /// Poll politely: host memory is across PCIe, and every poll is a read.
-__device__ inline void back_off(unsigned &ns)
+__device__ inline void back_off(unsigned &ns, unsigned max_ns)
 {
 	__nanosleep(ns);
-	ns = ns < 2048 ? ns * 2 : 2048;
+	ns = ns * 2 < max_ns ? ns * 2 : max_ns;
 }
 
 /// Wait, with the converged lanes of `active`, until ready(lane) holds for
@@ -87,7 +90,8 @@ __device__ inline void back_off(unsigned &ns)
 /// data: so the lowest lane still waiting polls alone, with back-off, and
 /// the others look once each time it sees its own condition hold.
 template <typename Ready>
-__device__ inline bool warp_wait(unsigned active, svmbatch_io_ring_header *h, Ready ready)
+__device__ inline bool warp_wait(unsigned active, svmbatch_io_ring_header *h, unsigned max_ns,
+				 Ready ready)
 {
 	const unsigned lane = threadIdx.x % 32;
 	bool done = false;
@@ -100,7 +104,7 @@ __device__ inline bool warp_wait(unsigned active, svmbatch_io_ring_header *h, Re
 			return true;
 		if (lane == static_cast<unsigned>(__ffs(waiting) - 1))
 			for (unsigned ns = 32; !ready() && !flag(h->stopped);)
-				back_off(ns);
+				back_off(ns, max_ns);
 		if (__any_sync(active, flag(h->stopped)))
 			return __all_sync(active, done || ready());
 	}
@@ -136,7 +140,8 @@ __device__ inline long long svmbatch_read(const svmbatch_gpu_queue &q, uint32_t 
 
 	svmbatch_io_request &slot = q.ring.requests[t & q.ring.mask];
 	system_u64 seq(u64(slot.seq));
-	if (!warp_wait(active, h, [&] { return seq.load(cuda::memory_order_acquire) == t; }))
+	if (!warp_wait(active, h, q.max_poll_ns,
+		       [&] { return seq.load(cuda::memory_order_acquire) == t; }))
 		return -1; // the pump ended: nobody frees the slot
 	slot.file = file;
 	slot.buffer = buffer;
@@ -162,7 +167,7 @@ __device__ inline svmbatch_io_result svmbatch_wait(const svmbatch_gpu_queue &q, 
 	svmbatch_io_completion &c = q.ring.completions[t & q.ring.mask];
 	system_u64 seq(u64(c.seq));
 
-	const bool ended = !warp_wait(active, q.ring.header, [&] {
+	const bool ended = !warp_wait(active, q.ring.header, q.max_poll_ns, [&] {
 		return ticket < 0 || seq.load(cuda::memory_order_acquire) == t + 1;
 	});
 	if (ticket < 0)

@@ -126,10 +126,15 @@ struct svmbatch_io_queue {
  * What a GPU kernel gets (<svmbatch/gpu_io.cuh>): the ring, in device
  * pointers, and the ticket counter, in device memory (one atomic add per
  * warp; in host memory it would cost a PCIe round trip per ticket).
+ * @max_poll_ns: the longest a waiting warp sleeps between two polls of
+ *	host memory (the back-off doubles up to it): longer costs latency,
+ *	shorter costs PCIe reads that the data needs.
  */
 struct svmbatch_gpu_queue {
 	struct svmbatch_io_queue ring;
 	unsigned long long *tail;
+	uint32_t max_poll_ns;
+	uint32_t reserved;
 };
 
 #ifdef __cplusplus
