@@ -16,7 +16,7 @@
 //
 //   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N] [--warps N]
 //                [--sizes BYTES] [--io-threads N] [--max-batch N] [--spin-us N]
-//                [--poll-ns N]
+//                [--poll-ns N] [--machine TEXT]
 //
 // --small-gib is the file for 4 KiB requests (a million requests a GiB).
 #include <cuda_runtime_api.h>
@@ -50,10 +50,11 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// The pump's options (--io-threads, --max-batch, --spin-us), and the
-/// GPU's longest sleep between polls (--poll-ns).
+/// The pump's options (--io-threads, --max-batch, --spin-us), the GPU's
+/// longest sleep between polls (--poll-ns), and the machine (--machine).
 svmbatch::IoLoopOptions loop_options;
 std::uint32_t max_poll_ns = 8192;
+std::string machine = "unnamed";
 using svmbatch::device::io_pattern;
 
 void check(cudaError_t e, const char *what)
@@ -357,16 +358,22 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		measured_json(one) + "}";
 	::close(fd_big);
 	::close(fd_small);
-	std::printf("{\n  \"benchmark\": \"gpu_io\",\n  \"gpu\": \"%s\",\n  \"sms\": %u,\n"
-		    "  \"warps_per_block\": %d,\n  \"cpus\": %u,\n  \"dir\": \"%s\",\n"
-		    "  \"reps\": %d,\n  \"results\": [\n%s\n  ],\n"
+	// Latencies: p50/p99_us_4KiB are one request's path (one in flight);
+	// at full load (blocks x warps x 32 in flight) they are queueing.
+	std::printf("{\n  \"benchmark\": \"gpu_io\",\n  \"machine\": \"%s\",\n"
+		    "  \"gpu\": \"%s\",\n  \"sms\": %u,\n"
+		    "  \"warps_per_block\": %u,\n  \"cpus\": %u,\n  \"dir\": \"%s\",\n"
+		    "  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"results\": [\n%s\n  ],\n"
 		    "  \"summary\": {\"loop_1MiB_GBps\": %.3f, \"host_pipeline_1MiB_GBps\": %.3f, "
 		    "\"loop_over_host_1MiB\": %.3f, \"loop_4KiB_rps\": %.0f, \"p50_us_4KiB\": %.2f, "
-		    "\"p99_us_4KiB\": %.2f, \"errors\": %llu}\n}\n",
-		    prop.name, blocks, warps, std::thread::hardware_concurrency(), dir.c_str(),
-		    reps, rows.c_str(), median(loop1m.gbps), median(host1m.gbps),
-		    median(loop1m.gbps) / median(host1m.gbps), median(loop4k.rps), loop4k.p50_us,
-		    loop4k.p99_us,
+		    "\"p99_us_4KiB\": %.2f, \"p50_us_4KiB_full_load\": %.2f, "
+		    "\"p99_us_4KiB_full_load\": %.2f, \"in_flight_at_full_load\": %u, "
+		    "\"errors\": %llu}\n}\n",
+		    machine.c_str(), prop.name, blocks, warps, std::thread::hardware_concurrency(),
+		    dir.c_str(), reps, max_poll_ns, rows.c_str(), median(loop1m.gbps),
+		    median(host1m.gbps), median(loop1m.gbps) / median(host1m.gbps),
+		    median(loop4k.rps), one.p50_us, one.p99_us, loop4k.p50_us, loop4k.p99_us,
+		    blocks * warps * 32,
 		    static_cast<unsigned long long>(loop1m.errors) + host1m.errors + loop4k.errors);
 	return loop1m.errors + host1m.errors + loop4k.errors ? 1 : 0;
 }
@@ -400,6 +407,8 @@ int main(int argc, char **argv)
 				static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
 		else if (opt == "--max-batch")
 			loop_options.max_batch = std::strtoull(argv[i + 1], nullptr, 10);
+		else if (opt == "--machine")
+			machine = argv[i + 1];
 		else if (opt == "--poll-ns")
 			max_poll_ns =
 				static_cast<std::uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));

@@ -124,8 +124,11 @@ if want gpuio; then
 	step gpu-io-loop timeout 300 "$work/build/examples/gpu_io_loop" --gib 4 --dir /dev/shm \
 		>"$OUT/gpu-io-loop.log" 2>&1
 	cat "$OUT/gpu-io-loop.log"
+	machine="$(nvidia-smi --query-gpu=name,pcie.link.gen.max,pcie.link.width.max \
+		--format=csv,noheader | head -n 1), $(nproc) cores, kernel $(uname -r)"
 	step gpu-io-bench timeout 400 "$work/build/examples/gpu_io_bench" --dir /dev/shm --gib 4 \
-		--small-gib 1 --reps 5 >"$OUT/gpu-io-bench.json" 2>"$OUT/gpu-io-bench.log"
+		--small-gib 1 --reps 5 --machine "$machine" \
+		>"$OUT/gpu-io-bench.json" 2>"$OUT/gpu-io-bench.log"
 	cat "$OUT/gpu-io-bench.log" "$OUT/gpu-io-bench.json"
 fi
 # The Python package built against the venv's interpreter and pybind11,
