@@ -414,4 +414,72 @@ TEST_F(CApiTest, RdmaWithoutTheBackendIsEopnotsupp)
 }
 #endif
 
+/* The IoLoop from C: a CPU producer reads through the queue's host
+ * pointers; bad arguments and options are -EINVAL; a closed loop says
+ * -ESHUTDOWN to the next producer. */
+TEST_F(CApiTest, IoLoopReadsThroughTheRing)
+{
+	Pages mem(4);
+	svmbatch::test::ScratchFile file(1 << 20);
+	svmbatch_buffer buf{mem.get(), 4 * page, SVMBATCH_ACCESS_READ_WRITE};
+	svmbatch_reg *reg = nullptr;
+	ASSERT_EQ(svmbatch_reg_create(ctx_, &buf, 1, &reg, nullptr), 0) << svmbatch_last_error();
+
+	svmbatch_io_loop *loop = nullptr;
+	svmbatch_io_loop_options bad{};
+	bad.slots = 48;
+	EXPECT_EQ(svmbatch_io_loop_create(ctx_, reg, &bad, &loop), -EINVAL);
+	EXPECT_EQ(loop, nullptr);
+	EXPECT_NE(std::string(svmbatch_last_error()).find("power of two"), std::string::npos);
+	EXPECT_EQ(svmbatch_io_loop_create(nullptr, reg, nullptr, &loop), -EINVAL);
+
+	svmbatch_io_loop_options opt{};
+	opt.slots = 64;
+	opt.io_threads = 2;
+	ASSERT_EQ(svmbatch_io_loop_create(ctx_, reg, &opt, &loop), 0) << svmbatch_last_error();
+	std::uint32_t f = 99;
+	ASSERT_EQ(svmbatch_io_loop_add_file(loop, file.fd(), &f), 0);
+	EXPECT_EQ(f, 0u);
+	void *ring = nullptr;
+	std::size_t ring_bytes = 0;
+	ASSERT_EQ(svmbatch_io_loop_get_ring(loop, &ring, &ring_bytes), 0);
+	EXPECT_NE(ring, nullptr);
+	EXPECT_EQ(ring_bytes % page, 0u);
+	svmbatch_io_queue q{};
+	ASSERT_EQ(svmbatch_io_loop_get_queue(loop, 0, &q), 0);
+	EXPECT_EQ(static_cast<void *>(q.header), ring);
+	EXPECT_EQ(q.mask, 63u);
+	svmbatch_io_queue dev{};
+	ASSERT_EQ(svmbatch_io_loop_get_queue(loop, 0x7000000000ULL, &dev), 0);
+	EXPECT_EQ(reinterpret_cast<std::uintptr_t>(dev.header), 0x7000000000ULL);
+	EXPECT_EQ(reinterpret_cast<std::uintptr_t>(dev.requests) - 0x7000000000ULL,
+		  reinterpret_cast<std::uintptr_t>(q.requests) -
+			  reinterpret_cast<std::uintptr_t>(ring));
+
+	std::int64_t t = svmbatch_io_read(&q, f, 4096, 3 * page, 0, 100, 7);
+	ASSERT_GE(t, 0);
+	svmbatch_io_done done{};
+	ASSERT_EQ(svmbatch_io_wait(&q, t, &done), 0);
+	EXPECT_EQ(done.status, 0);
+	EXPECT_EQ(done.bytes, 3 * page);
+	EXPECT_EQ(done.tag, 7u);
+	EXPECT_TRUE(matches_file(mem.get() + 100, 3 * page, 4096));
+	t = svmbatch_io_read(&q, f, 0, 10, 1, 0, 0); /* no buffer 1 */
+	ASSERT_EQ(svmbatch_io_wait(&q, t, &done), 0);
+	EXPECT_EQ(done.status, -EINVAL);
+	EXPECT_EQ(svmbatch_io_wait(&q, -1, &done), -EINVAL);
+
+	svmbatch_io_loop_stats st{};
+	ASSERT_EQ(svmbatch_io_loop_get_stats(loop, &st), 0);
+	EXPECT_EQ(st.requests, 2u);
+	EXPECT_EQ(st.completed, 2u);
+	EXPECT_EQ(st.failed, 1u);
+	EXPECT_EQ(st.bytes, 3 * page);
+	EXPECT_EQ(svmbatch_io_loop_stop(loop, 10), 0);
+	EXPECT_EQ(svmbatch_io_read(&q, f, 0, 10, 0, 0, 0), -ESHUTDOWN);
+	svmbatch_io_loop_destroy(loop);
+	svmbatch_io_loop_destroy(nullptr);
+	svmbatch_reg_destroy(reg);
+}
+
 } // namespace

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include <svmbatch/api.h>
+#include <svmbatch/io_ring.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -33,6 +34,7 @@ typedef struct svmbatch_ctx svmbatch_ctx;
 typedef struct svmbatch_reg svmbatch_reg;
 typedef struct svmbatch_fixed svmbatch_fixed;
 typedef struct svmbatch_rdma svmbatch_rdma;
+typedef struct svmbatch_io_loop svmbatch_io_loop;
 
 #define SVMBATCH_LIB_NO_INDEX ((size_t)-1)
 
@@ -116,6 +118,28 @@ struct svmbatch_rdma_info {
 	const char *fallback_reason; /* "" if none; valid while the handle lives */
 };
 
+/* An IoLoop's options (svmbatch::IoLoopOptions); 0 takes the default. */
+struct svmbatch_io_loop_options {
+	uint32_t slots; /* power of two >= 32; 1024 */
+	uint32_t io_threads; /* the Reader's rings; the CPUs, at most 16 */
+	uint32_t max_batch; /* 256 */
+	uint32_t max_in_flight; /* 8192 */
+	uint32_t spin_us; /* 200 */
+	uint32_t park_us; /* 50 */
+};
+
+struct svmbatch_io_loop_stats {
+	uint64_t requests, completed, failed, bytes, batches, deferred, parks, undelivered;
+};
+
+/* A CPU producer's completion (svmbatch_io_wait). */
+struct svmbatch_io_done {
+	int32_t status; /* 0 or -errno (io_ring.h) */
+	uint32_t reserved;
+	uint64_t bytes;
+	uint64_t tag;
+};
+
 /* Contexts: device is NULL for /dev/svmbatch. */
 SVMBATCH_API int svmbatch_ctx_open(enum svmbatch_mode mode, const char *device, svmbatch_ctx **ctx);
 SVMBATCH_API void svmbatch_ctx_close(svmbatch_ctx *ctx);
@@ -152,6 +176,39 @@ SVMBATCH_API int svmbatch_rdma_get_key(const svmbatch_rdma *rdma, size_t buffer,
 				       struct svmbatch_rdma_key *key);
 SVMBATCH_API int svmbatch_rdma_get_info(const svmbatch_rdma *rdma, struct svmbatch_rdma_info *info);
 SVMBATCH_API void svmbatch_rdma_destroy(svmbatch_rdma *rdma);
+
+/*
+ * GPU-driven I/O (Documentation/gpu_io.rst): a pump thread that services
+ * the request ring with READ_FIXED into reg's buffers.  options may be
+ * NULL.  ctx and reg must outlive the loop.  The ring is host memory
+ * (svmbatch_io_loop_get_ring); a program maps it for its GPU itself
+ * (cudaHostRegister, hipHostRegister) and asks svmbatch_io_loop_get_queue
+ * for the queue at the device address it got (0: host pointers).
+ */
+SVMBATCH_API int svmbatch_io_loop_create(svmbatch_ctx *ctx, const svmbatch_reg *reg,
+					 const struct svmbatch_io_loop_options *options,
+					 svmbatch_io_loop **loop);
+/* *index: what requests name the file by.  The loop does not own fd. */
+SVMBATCH_API int svmbatch_io_loop_add_file(svmbatch_io_loop *loop, int fd, uint32_t *index);
+SVMBATCH_API int svmbatch_io_loop_get_ring(const svmbatch_io_loop *loop, void **addr,
+					   size_t *bytes);
+SVMBATCH_API int svmbatch_io_loop_get_queue(const svmbatch_io_loop *loop, uint64_t device_address,
+					    struct svmbatch_io_queue *queue);
+/* Stop taking requests, complete what was published, end the pump. */
+SVMBATCH_API int svmbatch_io_loop_stop(svmbatch_io_loop *loop, uint32_t drain_ms);
+SVMBATCH_API int svmbatch_io_loop_get_stats(const svmbatch_io_loop *loop,
+					    struct svmbatch_io_loop_stats *stats);
+SVMBATCH_API void svmbatch_io_loop_destroy(svmbatch_io_loop *loop);
+/*
+ * CPU producers of a queue (host pointers): svmbatch_io_read returns the
+ * ticket, or -ESHUTDOWN once the loop is closed; svmbatch_io_wait blocks
+ * for the ticket's completion (wait for tickets in the order taken).
+ */
+SVMBATCH_API int64_t svmbatch_io_read(const struct svmbatch_io_queue *queue, uint32_t file,
+				      uint64_t file_offset, uint64_t length, uint32_t buffer,
+				      uint64_t buffer_offset, uint64_t tag);
+SVMBATCH_API int svmbatch_io_wait(const struct svmbatch_io_queue *queue, int64_t ticket,
+				  struct svmbatch_io_done *done);
 
 /* io_uring fixed buffers; options may be NULL.  Destroy before the ring. */
 SVMBATCH_API int svmbatch_fixed_create(const svmbatch_reg *reg, struct io_uring *ring,
