@@ -52,9 +52,11 @@ using Clock = std::chrono::steady_clock;
 
 /// The pump's options (--io-threads, --max-batch, --spin-us), the GPU's
 /// longest sleep between polls (--poll-ns), and the machine (--machine).
-svmbatch::IoLoopOptions loop_options;
-std::uint32_t max_poll_ns = 8192;
-std::string machine = "unnamed";
+struct Tuning {
+	svmbatch::IoLoopOptions loop;
+	std::uint32_t max_poll_ns = 8192;
+	std::string machine = "unnamed";
+};
 using svmbatch::device::io_pattern;
 
 void check(cudaError_t e, const char *what)
@@ -168,7 +170,7 @@ struct Measured {
 /// The loop: one registration of one 2 MiB buffer per warp, one IoLoop.
 Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 		  std::uint64_t file_len, std::uint64_t size, unsigned blocks, unsigned warps,
-		  unsigned max_lanes, bool copy, int reps)
+		  unsigned max_lanes, bool copy, int reps, const Tuning &tune)
 {
 	constexpr std::size_t buf_len = 2 << 20;
 	const unsigned nwarps = blocks * warps;
@@ -184,12 +186,12 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 
 	Measured m;
 	for (int r = 0; r < reps; r++) {
-		svmbatch::IoLoopOptions lo = loop_options;
+		svmbatch::IoLoopOptions lo = tune.loop;
 		lo.slots = 32768;
 		lo.gpu = &cuda;
 		svmbatch::IoLoop loop(ctx, reg, lo);
 		std::uint32_t file = loop.add_file(fd);
-		svmbatch::device::GpuQueue q(loop.device_queue(), max_poll_ns);
+		svmbatch::device::GpuQueue q(loop.device_queue(), tune.max_poll_ns);
 		svmbatch::device::IoRun run = svmbatch::device::read_pieces(q, file, file_len, size,
 									    dptr, size, blocks,
 									    warps, lanes, true);
@@ -311,7 +313,7 @@ std::string measured_json(const Measured &m)
 }
 
 int run(const std::string &dir, double gib, double small_gib, int reps, unsigned warps,
-	const std::vector<std::uint64_t> &sizes)
+	const Tuning &tune, const std::vector<std::uint64_t> &sizes)
 {
 	cudaDeviceProp prop{};
 	check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
@@ -331,10 +333,12 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		const bool is_small = size == (4u << 10);
 		const int fd = is_small ? fd_small : fd_big;
 		const std::uint64_t len = is_small ? small : big;
-		Measured l = run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, true, reps);
+		Measured l =
+			run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, true, reps, tune);
 		// The loop's own delivery into the GPU-mapped buffers, the GPU
 		// not reading them.
-		Measured d = run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, false, reps);
+		Measured d =
+			run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, false, reps, tune);
 		Measured h = run_host(ctx, cuda, fd, len, size, reps);
 		rows += std::string(rows.empty() ? "" : ",\n") +
 			"    {\"request_bytes\": " + std::to_string(size) +
@@ -352,8 +356,8 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 			loop4k = l;
 	}
 	// Latency without queueing: one warp, one request at a time.
-	Measured one =
-		run_loop(ctx, cuda, fd_small, std::uint64_t{20000} * 4096, 4096, 1, 1, 1, false, 1);
+	Measured one = run_loop(ctx, cuda, fd_small, std::uint64_t{20000} * 4096, 4096, 1, 1, 1,
+				false, 1, tune);
 	rows += ",\n    {\"request_bytes\": 4096, \"one_request_in_flight\": " +
 		measured_json(one) + "}";
 	::close(fd_big);
@@ -369,11 +373,11 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		    "\"p99_us_4KiB\": %.2f, \"p50_us_4KiB_full_load\": %.2f, "
 		    "\"p99_us_4KiB_full_load\": %.2f, \"in_flight_at_full_load\": %u, "
 		    "\"errors\": %llu}\n}\n",
-		    machine.c_str(), prop.name, blocks, warps, std::thread::hardware_concurrency(),
-		    dir.c_str(), reps, max_poll_ns, rows.c_str(), median(loop1m.gbps),
-		    median(host1m.gbps), median(loop1m.gbps) / median(host1m.gbps),
-		    median(loop4k.rps), one.p50_us, one.p99_us, loop4k.p50_us, loop4k.p99_us,
-		    blocks * warps * 32,
+		    tune.machine.c_str(), prop.name, blocks, warps,
+		    std::thread::hardware_concurrency(), dir.c_str(), reps, tune.max_poll_ns,
+		    rows.c_str(), median(loop1m.gbps), median(host1m.gbps),
+		    median(loop1m.gbps) / median(host1m.gbps), median(loop4k.rps), one.p50_us,
+		    one.p99_us, loop4k.p50_us, loop4k.p99_us, blocks * warps * 32,
 		    static_cast<unsigned long long>(loop1m.errors) + host1m.errors + loop4k.errors);
 	return loop1m.errors + host1m.errors + loop4k.errors ? 1 : 0;
 }
@@ -385,6 +389,7 @@ int main(int argc, char **argv)
 	std::string dir = "/dev/shm";
 	double gib = 4, small_gib = 1;
 	int reps = 3;
+	Tuning tune;
 	unsigned warps = 4;
 	std::vector<std::uint64_t> sizes{std::uint64_t{4} << 10, std::uint64_t{64} << 10,
 					 std::uint64_t{1} << 20};
@@ -403,20 +408,20 @@ int main(int argc, char **argv)
 		else if (opt == "--sizes")
 			sizes = {std::strtoull(argv[i + 1], nullptr, 10)};
 		else if (opt == "--io-threads")
-			loop_options.io.threads =
+			tune.loop.io.threads =
 				static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
 		else if (opt == "--max-batch")
-			loop_options.max_batch = std::strtoull(argv[i + 1], nullptr, 10);
+			tune.loop.max_batch = std::strtoull(argv[i + 1], nullptr, 10);
 		else if (opt == "--machine")
-			machine = argv[i + 1];
+			tune.machine = argv[i + 1];
 		else if (opt == "--poll-ns")
-			max_poll_ns =
+			tune.max_poll_ns =
 				static_cast<std::uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
 		else if (opt == "--spin-us")
-			loop_options.spin = std::chrono::microseconds(std::atoll(argv[i + 1]));
+			tune.loop.spin = std::chrono::microseconds(std::atoll(argv[i + 1]));
 	}
 	try {
-		return run(dir, gib, small_gib, reps, warps, sizes);
+		return run(dir, gib, small_gib, reps, warps, tune, sizes);
 	} catch (const std::exception &e) {
 		std::fprintf(stderr, "gpu_io_bench: %s\n", e.what());
 		return 2;
