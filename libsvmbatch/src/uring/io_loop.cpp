@@ -277,14 +277,14 @@ bool IoLoopPump::drain(bool stopping)
 
 void IoLoopPump::start(std::vector<Taken> taken)
 {
-	std::vector<IoRequest> rqs;
-	{
-		std::lock_guard lock(files_mu_);
-		for (const Taken &t : taken)
-			rqs.push_back({files_[t.rq.file], t.rq.file_offset, t.rq.length,
-				       t.rq.buffer, t.rq.buffer_offset});
-	}
 	try {
+		std::vector<IoRequest> rqs;
+		{
+			std::lock_guard lock(files_mu_);
+			for (const Taken &t : taken)
+				rqs.push_back({files_[t.rq.file], t.rq.file_offset, t.rq.length,
+					       t.rq.buffer, t.rq.buffer_offset});
+		}
 		IoBatch batch = reader_->start(rqs);
 		counters_.batches.fetch_add(1, std::memory_order_relaxed);
 		reading_ += taken.size();
@@ -296,6 +296,8 @@ void IoLoopPump::start(std::vector<Taken> taken)
 			return;
 		}
 	} catch (const std::exception &) {
+		// Out of memory: the requests were taken from the ring, so
+		// they complete, with the error.
 		for (const Taken &t : taken)
 			complete(t.ticket, -ENOMEM, 0, t.rq.tag);
 		return;
