@@ -13,11 +13,15 @@
 //      alone, in the same run.  The page-cache figure is the better of
 //      Reader (READ_FIXED) and a plain pread loop on one thread;
 //      pipeline_over_min divides by min(that, H2D).
+//
+//   cuda_bench [DIR] [--commit TEXT]
+//
+// The JSON names the benchmark, the commit (--commit), the date, the
+// machine, the mode and the method itself (bench_meta.hpp).
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/mman.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -31,11 +35,13 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <system_error>
 #include <vector>
 
 #include <svmbatch/svmbatch.hpp>
 
+#include "bench_meta.hpp"
 #include "bench_stats.hpp"
 
 namespace {
@@ -343,10 +349,35 @@ std::string pipeline_case(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
 	return out;
 }
 
+const char *const method =
+	"{\"mapping\": \"per case, median of reps (7; 3 from 1 GiB): lib = "
+	"Context::register_buffers + Registration::map(CudaBackend) (one cuMemHostRegister "
+	"PORTABLE|DEVICEMAP per merged range + cuMemHostGetDevicePointer); loop = "
+	"cudaHostRegister(Mapped|Portable) + cudaHostGetDevicePointer per buffer; both "
+	"undone after each rep, neither warmed up. scattered: a PROT_NONE guard page after "
+	"each buffer (one range per buffer); touching: buffers carved back to back from one "
+	"allocation (one range); touching_thp: the same with MADV_HUGEPAGE (thp_kb: what "
+	"the kernel backed with huge pages). Memory populated before timing. "
+	"speedup_loop_over_lib = loop / (register + map)\", "
+	"\"pipeline\": \"2000 x 1 MiB registered buffers (io_uring fixed + CUDA), a "
+	"2000 MiB file in the page cache (DIR). pread: a plain pread loop, one thread; "
+	"page_cache_read: Reader (READ_FIXED, depth 32) alone; h2d: cudaMemcpyAsync of all "
+	"buffers alone; pipeline: per batch of 250 buffers, the Reader reads it, then "
+	"cudaMemcpyAsync moves it while the next batch is read. One warm-up batch, then "
+	"medians of 7 passes; pipeline_over_min = pipeline / min(max(pread, "
+	"page_cache_read), h2d)\"}";
+
 } // namespace
 int main(int argc, char **argv)
 {
-	std::string dir = argc > 1 ? argv[1] : "/tmp";
+	std::string dir = "/tmp", commit = "unknown";
+	for (int i = 1; i < argc; i++) {
+		std::string_view a = argv[i];
+		if (a == "--commit" && i + 1 < argc)
+			commit = argv[++i];
+		else
+			dir = a;
+	}
 	try {
 		check(cudaSetDevice(0), "cudaSetDevice");
 		check(cudaFree(nullptr), "context");
@@ -355,8 +386,6 @@ int main(int argc, char **argv)
 		int driver = 0, runtime = 0;
 		cudaDriverGetVersion(&driver);
 		cudaRuntimeGetVersion(&runtime);
-		struct utsname u {};
-		::uname(&u);
 
 		std::string mapping;
 		for (std::size_t n : {100, 2000, 16384}) {
@@ -374,13 +403,14 @@ int main(int argc, char **argv)
 			}
 		}
 		std::string pipe = pipeline_case(ctx, cuda, dir);
-		std::printf("{\n  \"device\": \"%s\", \"cuda_driver\": %d, \"cuda_runtime\": %d, "
-			    "\"kernel\": \"%s\", \"mode\": \"%s\",\n"
+		const std::string header =
+			svmbatch::bench_meta::header("cuda", commit, cuda.device_name(),
+						     svmbatch::mode_name(ctx.mode()), method);
+		std::printf("{\n  %s,\n  \"cuda_driver\": %d, \"cuda_runtime\": %d,\n"
 			    "  \"skipped\": \"N x S over 4 GiB (16384 x 1 MiB): pinning 16 GiB twice "
 			    "per repetition costs device time and says nothing new\",\n"
 			    "  \"mapping\": [%s\n  ],\n  \"pipeline\": %s\n}\n",
-			    cuda.device_name().c_str(), driver, runtime, u.release,
-			    svmbatch::mode_name(ctx.mode()), mapping.c_str(), pipe.c_str());
+			    header.c_str(), driver, runtime, mapping.c_str(), pipe.c_str());
 		return 0;
 	} catch (const std::exception &e) {
 		std::fprintf(stderr, "cuda_bench: %s\n", e.what());

@@ -1,0 +1,92 @@
+// SPDX-License-Identifier: MIT
+// What a benchmark's JSON says about itself (tools/bench/cuda_bench.cpp,
+// pipeline_bench.cpp, gpu_io_bench.cpp): the benchmark, the commit it
+// measured (--commit, which tools/device/run.sh passes), the date, the
+// machine, the library's mode and the method, all written by the program
+// that measured, never assembled by hand afterwards.
+#pragma once
+
+#include <sys/utsname.h>
+
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+#include <string>
+#include <string_view>
+#include <thread>
+
+namespace svmbatch::bench_meta {
+
+/// s as the inside of a JSON string.
+inline std::string escape(std::string_view s)
+{
+	std::string out;
+
+	for (char c : s) {
+		if (c == '"' || c == '\\') {
+			out += '\\';
+			out += c;
+		} else if (static_cast<unsigned char>(c) < 0x20) {
+			char buf[8];
+			std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
+			out += buf;
+		} else {
+			out += c;
+		}
+	}
+	return out;
+}
+
+/// "s", quoted and escaped.
+inline std::string quote(std::string_view s)
+{
+	return "\"" + escape(s) + "\"";
+}
+
+/// The time now, UTC, as 2026-11-25T21:00:00Z.
+inline std::string utc_now()
+{
+	std::time_t t = std::time(nullptr);
+	std::tm tm{};
+	char buf[32];
+
+	::gmtime_r(&t, &tm);
+	std::strftime(buf, sizeof(buf), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	return buf;
+}
+
+/// MemTotal of /proc/meminfo in kB, 0 where it cannot be read.
+inline unsigned long long mem_total_kb()
+{
+	std::ifstream f("/proc/meminfo");
+	std::string line;
+	unsigned long long kb = 0;
+
+	while (std::getline(f, line))
+		if (std::sscanf(line.c_str(), "MemTotal: %llu kB", &kb) == 1)
+			break;
+	return kb;
+}
+
+/// The members every result file starts with (no braces around them):
+/// benchmark, commit, date, machine {gpu, cpus, memory_kB, kernel}, mode
+/// and method (a JSON value: a string or an object).
+inline std::string header(std::string_view benchmark, std::string_view commit, std::string_view gpu,
+			  std::string_view mode, const std::string &method_json)
+{
+	struct utsname u {};
+	::uname(&u);
+	std::string s;
+	s += "\"benchmark\": " + quote(benchmark) + ",\n";
+	s += "  \"commit\": " + quote(commit) + ",\n";
+	s += "  \"date\": " + quote(utc_now()) + ",\n";
+	s += R"(  "machine": {"gpu": )" + quote(gpu) +
+	     ", \"cpus\": " + std::to_string(std::thread::hardware_concurrency()) +
+	     ", \"memory_kB\": " + std::to_string(mem_total_kb()) +
+	     ", \"kernel\": " + quote(u.release) + "},\n";
+	s += "  \"mode\": " + quote(mode) + ",\n";
+	s += "  \"method\": " + method_json;
+	return s;
+}
+
+} // namespace svmbatch::bench_meta
