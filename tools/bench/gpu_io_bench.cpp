@@ -11,12 +11,14 @@
 //    the pipeline's copies do).  Requests/s, GB/s, and each request's
 //    latency from publish to completion (GPU globaltimer).
 //  - host pipeline: a Reader reads the same pieces into registered host
-//    buffers, a batch at a time, and cudaMemcpyAsync copies each piece to
-//    device memory on four streams while the next batch is read.
+//    buffers, a batch at a time, and one cudaMemcpyAsync per batch copies
+//    the batch's pieces (contiguous in the staging buffers and in device
+//    memory) on four streams while the next batch is read.  It has no
+//    per-request latency: its rows carry none (no p50/p99 members).
 //
 //   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N] [--warps N]
 //                [--sizes BYTES] [--io-threads N] [--max-batch N] [--spin-us N]
-//                [--poll-ns N] [--machine TEXT]
+//                [--poll-ns N] [--machine TEXT] [--commit TEXT]
 //
 // --small-gib is the file for 4 KiB requests (a million requests a GiB).
 #include <cuda_runtime_api.h>
@@ -33,6 +35,7 @@
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -44,6 +47,7 @@
 
 #include <svmbatch/svmbatch.hpp>
 
+#include "bench_meta.hpp"
 #include "gpu_io_kernels.hpp"
 
 namespace {
@@ -56,6 +60,7 @@ struct Tuning {
 	svmbatch::IoLoopOptions loop;
 	std::uint32_t max_poll_ns = 8192;
 	std::string machine = "unnamed";
+	std::string commit = "unknown";
 };
 using svmbatch::device::io_pattern;
 
@@ -73,10 +78,11 @@ double median(std::vector<double> v)
 			      (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
 }
 
-double percentile_us(std::vector<std::uint64_t> ns, double p)
+/// The p-th percentile of ns in microseconds; none of no samples.
+std::optional<double> percentile_us(std::vector<std::uint64_t> ns, double p)
 {
 	if (ns.empty())
-		return 0;
+		return std::nullopt;
 	std::sort(ns.begin(), ns.end());
 	auto i = static_cast<std::size_t>(p * static_cast<double>(ns.size() - 1));
 	return static_cast<double>(ns[i]) / 1e3;
@@ -163,7 +169,7 @@ private:
 
 struct Measured {
 	std::vector<double> gbps, rps;
-	double p50_us = 0, p99_us = 0;
+	std::optional<double> p50_us, p99_us; ///< the loop's; the host pipeline has none
 	std::uint64_t requests = 0, errors = 0;
 };
 
@@ -210,7 +216,8 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 			"p50 %.1f us, p99 %.1f us (%llu batches)\n",
 			static_cast<unsigned long long>(size), blocks, warps, lanes,
 			copy ? ", copied to device memory" : "", m.gbps.back(), m.rps.back(),
-			percentile_us(run.latency_ns, 0.5), percentile_us(run.latency_ns, 0.99),
+			percentile_us(run.latency_ns, 0.5).value_or(-1),
+			percentile_us(run.latency_ns, 0.99).value_or(-1),
 			static_cast<unsigned long long>(loop.stats().batches));
 	}
 	return m;
@@ -218,6 +225,9 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 
 /// The host pipeline: staging buffers in four groups; batch j (a group's
 /// worth of pieces) is read while the copies of the batches before it run.
+/// A batch's pieces are consecutive in the file, in its group's staging
+/// buffers (one mapping, one merged registration) and in device memory:
+/// one cudaMemcpyAsync copies them all.
 Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 		  std::uint64_t file_len, std::uint64_t size, int reps)
 {
@@ -271,12 +281,11 @@ Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 				reading.pop_front();
 				if (j + 2 < nbatch)
 					start(j + 2);
-				for (const svmbatch::IoRequest &rq : batch(j))
-					check(cudaMemcpyAsync(dev.get() + rq.file_offset,
-							      bufs[rq.buffer].ptr, rq.length,
-							      cudaMemcpyHostToDevice,
-							      s[j % streams]),
-					      "cudaMemcpyAsync");
+				const std::vector<svmbatch::IoRequest> rq = batch(j);
+				check(cudaMemcpyAsync(dev.get() + rq.front().file_offset,
+						      bufs[rq.front().buffer].ptr, rq.size() * size,
+						      cudaMemcpyHostToDevice, s[j % streams]),
+				      "cudaMemcpyAsync");
 				check(cudaEventRecord(ev[j % groups], s[j % streams]),
 				      "cudaEventRecord");
 			}
@@ -299,18 +308,53 @@ Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 	return m;
 }
 
+/// ", \"name\": v" with two decimals, or nothing where v was not measured.
+std::string optional_member(const char *name, const std::optional<double> &v)
+{
+	if (!v)
+		return "";
+	char buf[64];
+	std::snprintf(buf, sizeof(buf), ", \"%s\": %.2f", name, *v);
+	return buf;
+}
+
 std::string measured_json(const Measured &m)
 {
 	char buf[512];
 	std::snprintf(buf, sizeof(buf),
 		      "{\"requests\": %llu, \"errors\": %llu, \"GBps\": %s, \"median_GBps\": %.3f, "
-		      "\"requests_per_s\": %s, \"median_requests_per_s\": %.0f, \"p50_us\": %.2f, "
-		      "\"p99_us\": %.2f}",
+		      "\"requests_per_s\": %s, \"median_requests_per_s\": %.0f",
 		      static_cast<unsigned long long>(m.requests),
 		      static_cast<unsigned long long>(m.errors), json_list(m.gbps).c_str(),
-		      median(m.gbps), json_list(m.rps).c_str(), median(m.rps), m.p50_us, m.p99_us);
+		      median(m.gbps), json_list(m.rps).c_str(), median(m.rps));
+	return buf + optional_member("p50_us", m.p50_us) + optional_member("p99_us", m.p99_us) +
+	       "}";
+}
+
+/// v with two decimals, or null where it was not measured.
+std::string number_or_null(const std::optional<double> &v)
+{
+	if (!v)
+		return "null";
+	char buf[32];
+	std::snprintf(buf, sizeof(buf), "%.2f", *v);
 	return buf;
 }
+
+const char *const method =
+	"{\"loop\": \"a persistent kernel (one block per SM, --warps warps each, up to 32 "
+	"lanes a warp) asks for every piece of the file with svmbatch_read(), an IoLoop pump "
+	"reads it with READ_FIXED into the warp's registered GPU-mapped 2 MiB buffer, the warp "
+	"copies it to device memory; rate over the whole kernel run; latency from publish to "
+	"completion on the GPU's globaltimer, percentiles of the last rep\", "
+	"\"loop_no_copy\": \"the same, the warp not reading the delivered bytes\", "
+	"\"host_pipeline\": \"a Reader (READ_FIXED) reads a batch of pieces (a quarter of "
+	"up to 8192 staging buffers, 256 MiB at most) while one cudaMemcpyAsync per earlier "
+	"batch (its pieces are contiguous in staging and device memory) runs on one of four "
+	"streams; rate from the first read to the last copy's end; no per-request latency\", "
+	"\"one_request_in_flight\": \"one warp, one lane: 20000 4 KiB requests one after "
+	"another, no copy\", \"files\": \"tmpfs (--dir), pattern bytes, in the page "
+	"cache\", \"figures\": \"medians of --reps runs\"}";
 
 int run(const std::string &dir, double gib, double small_gib, int reps, unsigned warps,
 	const Tuning &tune, const std::vector<std::uint64_t> &sizes)
@@ -328,7 +372,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 	svmbatch::CudaBackend cuda;
 
 	std::string rows;
-	Measured loop1m, host1m, loop4k;
+	Measured loop1m, host1m, loop4k, host4k;
 	for (std::uint64_t size : sizes) {
 		const bool is_small = size == (4u << 10);
 		const int fd = is_small ? fd_small : fd_big;
@@ -352,8 +396,10 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 			loop1m = l;
 			host1m = h;
 		}
-		if (is_small)
+		if (is_small) {
 			loop4k = l;
+			host4k = h;
+		}
 	}
 	// Latency without queueing: one warp, one request at a time.
 	Measured one = run_loop(ctx, cuda, fd_small, std::uint64_t{20000} * 4096, 4096, 1, 1, 1,
@@ -364,22 +410,29 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 	::close(fd_small);
 	// Latencies: p50/p99_us_4KiB are one request's path (one in flight);
 	// at full load (blocks x warps x 32 in flight) they are queueing.
-	std::printf("{\n  \"benchmark\": \"gpu_io\",\n  \"machine\": \"%s\",\n"
-		    "  \"gpu\": \"%s\",\n  \"sms\": %u,\n"
-		    "  \"warps_per_block\": %u,\n  \"cpus\": %u,\n  \"dir\": \"%s\",\n"
+	const std::string header = svmbatch::bench_meta::header("gpu_io", tune.commit, prop.name,
+								svmbatch::mode_name(ctx.mode()),
+								method);
+	std::printf("{\n  %s,\n  \"machine_text\": %s,\n  \"sms\": %u,\n"
+		    "  \"warps_per_block\": %u,\n  \"dir\": %s,\n"
 		    "  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"results\": [\n%s\n  ],\n"
 		    "  \"summary\": {\"loop_1MiB_GBps\": %.3f, \"host_pipeline_1MiB_GBps\": %.3f, "
-		    "\"loop_over_host_1MiB\": %.3f, \"loop_4KiB_rps\": %.0f, \"p50_us_4KiB\": %.2f, "
-		    "\"p99_us_4KiB\": %.2f, \"p50_us_4KiB_full_load\": %.2f, "
-		    "\"p99_us_4KiB_full_load\": %.2f, \"in_flight_at_full_load\": %u, "
+		    "\"loop_over_host_1MiB\": %.3f, \"loop_4KiB_rps\": %.0f, "
+		    "\"host_pipeline_4KiB_rps\": %.0f, \"loop_over_host_4KiB\": %.3f, "
+		    "\"p50_us_4KiB\": %s, \"p99_us_4KiB\": %s, \"p50_us_4KiB_full_load\": %s, "
+		    "\"p99_us_4KiB_full_load\": %s, \"in_flight_at_full_load\": %u, "
 		    "\"errors\": %llu}\n}\n",
-		    tune.machine.c_str(), prop.name, blocks, warps,
-		    std::thread::hardware_concurrency(), dir.c_str(), reps, tune.max_poll_ns,
+		    header.c_str(), svmbatch::bench_meta::quote(tune.machine).c_str(), blocks,
+		    warps, svmbatch::bench_meta::quote(dir).c_str(), reps, tune.max_poll_ns,
 		    rows.c_str(), median(loop1m.gbps), median(host1m.gbps),
-		    median(loop1m.gbps) / median(host1m.gbps), median(loop4k.rps), one.p50_us,
-		    one.p99_us, loop4k.p50_us, loop4k.p99_us, blocks * warps * 32,
-		    static_cast<unsigned long long>(loop1m.errors) + host1m.errors + loop4k.errors);
-	return loop1m.errors + host1m.errors + loop4k.errors ? 1 : 0;
+		    median(loop1m.gbps) / median(host1m.gbps), median(loop4k.rps),
+		    median(host4k.rps), median(loop4k.gbps) / median(host4k.gbps),
+		    number_or_null(one.p50_us).c_str(), number_or_null(one.p99_us).c_str(),
+		    number_or_null(loop4k.p50_us).c_str(), number_or_null(loop4k.p99_us).c_str(),
+		    blocks * warps * 32,
+		    static_cast<unsigned long long>(loop1m.errors) + host1m.errors + loop4k.errors +
+			    host4k.errors);
+	return loop1m.errors + host1m.errors + loop4k.errors + host4k.errors ? 1 : 0;
 }
 
 } // namespace
@@ -414,6 +467,8 @@ int main(int argc, char **argv)
 			tune.loop.max_batch = std::strtoull(argv[i + 1], nullptr, 10);
 		else if (opt == "--machine")
 			tune.machine = argv[i + 1];
+		else if (opt == "--commit")
+			tune.commit = argv[i + 1];
 		else if (opt == "--poll-ns")
 			tune.max_poll_ns =
 				static_cast<std::uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
