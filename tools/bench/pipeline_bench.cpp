@@ -13,15 +13,21 @@
 // preadv/pwrite of the same file into the same buffers, and the pinned
 // H2D/D2H rates, all in one run; then the same with O_DIRECT on a disk.
 //
+// Like with like: the pipelines (file -> buffers -> GPU and back) are
+// compared with the same pipelines whose file I/O is 16 threads of plain
+// preadv/pwritev (preadv16_pipeline, pwrite16_pipeline: the same batches,
+// buffers, streams and copies), and the Reader's reads alone with plain
+// preadv alone (read_over_preadv16); neither ratio divides a path with GPU
+// copies by one without.
+//
 //   pipeline_bench [--dir DIR] [--gib N] [--direct-dir DIR] [--direct-gib N]
-//                  [--reps N]
+//                  [--reps N] [--commit TEXT]
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <liburing.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/uio.h>
-#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -48,6 +54,7 @@
 #include <svmbatch/diagnostics.hpp>
 #include <svmbatch/svmbatch.hpp>
 
+#include "bench_meta.hpp"
 #include "bench_stats.hpp"
 #include "gpu_checksum.hpp"
 
@@ -404,24 +411,84 @@ void write_pipeline(const Layout &l, svmbatch::Writer &writer, int fd, std::size
 	}
 }
 
+/// len bytes at p from (to) fd at off with plain preadv (pwritev), all of them.
+void plain_rw(int fd, char *p, std::size_t len, off_t off, bool write)
+{
+	iovec iov{p, len};
+	for (std::size_t done = 0; done < len;) {
+		ssize_t n = write ? ::pwritev(fd, &iov, 1, off) : ::preadv(fd, &iov, 1, off);
+		if (n <= 0)
+			fail_errno(n ? errno : EIO, write ? "pwritev" : "preadv");
+		done += static_cast<std::size_t>(n);
+		iov.iov_base = static_cast<char *>(iov.iov_base) + n;
+		iov.iov_len -= static_cast<std::size_t>(n);
+		off += n;
+	}
+}
+
 /// 16 threads of plain preadv (or pwritev) of the same file into (from)
 /// the same buffers, chunk by chunk in file order.
 void plain_io16(const Layout &l, int fd, std::size_t len, bool write)
 {
 	parallel_for(len / l.size, baseline_threads, [&](std::size_t c) {
-		iovec iov{l.host(c), l.size};
-		auto off = static_cast<off_t>(c * l.size);
-		for (std::size_t done = 0; done < l.size;) {
-			ssize_t n = write ? ::pwritev(fd, &iov, 1, off) :
-					    ::preadv(fd, &iov, 1, off);
-			if (n <= 0)
-				fail_errno(n ? errno : EIO, write ? "pwritev" : "preadv");
-			done += static_cast<std::size_t>(n);
-			iov.iov_base = static_cast<char *>(iov.iov_base) + n;
-			iov.iov_len -= static_cast<std::size_t>(n);
-			off += n;
-		}
+		plain_rw(fd, l.host(c), l.size, static_cast<off_t>(c * l.size), write);
 	});
+}
+
+/// Batch j of the file with 16 threads of plain preadv (pwritev), in
+/// pieces of 1 MiB at most so that a batch of a few large buffers keeps
+/// all 16 threads busy too.
+void plain_batch16(const Layout &l, int fd, std::size_t j, std::size_t len, bool write)
+{
+	const std::vector<svmbatch::IoRequest> rq = l.batch(fd, j, len);
+	const std::size_t per = (l.size + MiB - 1) / MiB;
+	parallel_for(rq.size() * per, baseline_threads, [&](std::size_t k) {
+		const svmbatch::IoRequest &r = rq[k / per];
+		const std::size_t at = k % per * MiB;
+		plain_rw(fd, static_cast<char *>(l.list[r.buffer].ptr) + at,
+			 std::min(MiB, l.size - at), static_cast<off_t>(r.file_offset + at), write);
+	});
+}
+
+/// read_pipeline with the Reader replaced by 16 threads of plain preadv:
+/// batch j is read while the copies of the batches before it run.
+void plain_read_pipeline(const Layout &l, int fd, std::size_t len, const DeviceBuffer &dev,
+			 const Streams &s)
+{
+	const std::size_t n = l.batches(len);
+	for (std::size_t j = 0; j < n; j++) {
+		if (j >= groups) /* the last copies out of its group are done */
+			check(cudaEventSynchronize(s.event(j)), "cudaEventSynchronize");
+		plain_batch16(l, fd, j, len, false);
+		for (const auto &r : l.batch(fd, j, len))
+			check(cudaMemcpyAsync(dev.get() + r.file_offset, l.list[r.buffer].ptr,
+					      r.length, cudaMemcpyHostToDevice, s.stream(j)),
+			      "cudaMemcpyAsync H2D");
+		check(cudaEventRecord(s.event(j), s.stream(j)), "cudaEventRecord");
+	}
+	s.sync();
+}
+
+/// write_pipeline with the Writer replaced by 16 threads of plain
+/// pwritev: the copy of batch j + 1 overlaps the writes of batch j.
+void plain_write_pipeline(const Layout &l, int fd, std::size_t len, const DeviceBuffer &dev,
+			  const Streams &s)
+{
+	auto copy_out = [&](std::size_t j) {
+		for (const auto &r : l.batch(fd, j, len))
+			check(cudaMemcpyAsync(l.list[r.buffer].ptr, dev.get() + r.file_offset,
+					      r.length, cudaMemcpyDeviceToHost, s.stream(j)),
+			      "cudaMemcpyAsync D2H");
+		check(cudaEventRecord(s.event(j), s.stream(j)), "cudaEventRecord");
+	};
+	const std::size_t n = l.batches(len);
+	copy_out(0);
+	for (std::size_t j = 0; j < n; j++) {
+		if (j + 1 < n)
+			copy_out(j + 1);
+		check(cudaEventSynchronize(s.event(j)), "cudaEventSynchronize");
+		plain_batch16(l, fd, j, len, true);
+	}
 }
 
 /// CPU seconds (user + system) of each thread of this process, by name
@@ -561,16 +628,27 @@ std::string row_json(const Layout &l, const std::string &file, const Mode &m,
 	return out;
 }
 
-std::string baseline_json(const Layout &l, const std::string &file, const Rate &rd, const Rate &wr)
+/// The plain baselines: rd/wr are preadv/pwritev alone (no GPU), prd/pwr
+/// the same pipelines as the library's with plain preadv/pwritev.
+std::string baseline_json(const Layout &l, const std::string &file, const Rate &rd, const Rate &wr,
+			  const Rate &prd, const Rate &pwr, std::size_t bad_read,
+			  std::size_t bad_write)
 {
-	char out[512];
+	char out[2048];
 	std::snprintf(out, sizeof(out),
 		      "{\"layout\": \"%s\", \"file\": \"%s\", \"mode\": \"plain_io16\", "
-		      "\"threads\": %u, \"read_GBps\": %.2f, \"read_cpu_cores\": %.1f, "
-		      "\"write_GBps\": %.2f, \"write_cpu_cores\": %.1f, \"read_samples\": %s, "
-		      "\"write_samples\": %s}",
-		      l.name.c_str(), file.c_str(), baseline_threads, rd.gbps, rd.cores, wr.gbps,
-		      wr.cores, samples_json(rd.samples).c_str(), samples_json(wr.samples).c_str());
+		      "\"threads\": %u, \"read_pipeline_GBps\": %.2f, "
+		      "\"read_pipeline_cpu_cores\": %.1f, \"reads_alone_GBps\": %.2f, "
+		      "\"reads_alone_cpu_cores\": %.1f, \"write_pipeline_GBps\": %.2f, "
+		      "\"write_pipeline_cpu_cores\": %.1f, \"writes_alone_GBps\": %.2f, "
+		      "\"writes_alone_cpu_cores\": %.1f, \"bad_read_chunks\": %zu, "
+		      "\"bad_write_chunks\": %zu, \"read_pipeline_samples\": %s, "
+		      "\"reads_alone_samples\": %s, \"write_pipeline_samples\": %s, "
+		      "\"writes_alone_samples\": %s}",
+		      l.name.c_str(), file.c_str(), baseline_threads, prd.gbps, prd.cores, rd.gbps,
+		      rd.cores, pwr.gbps, pwr.cores, wr.gbps, wr.cores, bad_read, bad_write,
+		      samples_json(prd.samples).c_str(), samples_json(rd.samples).c_str(),
+		      samples_json(pwr.samples).c_str(), samples_json(wr.samples).c_str());
 	std::fprintf(stderr, "%s\n", out);
 	return out;
 }
@@ -597,9 +675,23 @@ void run_layout(Bench &b, const Layout &l, const std::string &file, int in_fd, i
 
 	Rate prd = measure(reps, len, [&] { plain_io16(l, in_fd, len, false); });
 	Rate pwr = measure(reps, len, [&] { plain_io16(l, out_fd, len, true); });
-	b.rows.push_back(baseline_json(l, file, prd, pwr));
+	/* The same pipelines with plain I/O, checked like the library's. */
+	check(cudaMemset(dev.get(), 0, len), "cudaMemset");
+	check(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+	plain_read_pipeline(l, in_fd, len, dev, s);
+	std::size_t plain_bad_read = count_bad_device_chunks(dev, sums, len);
+	zero_file(out_fd, len);
+	plain_write_pipeline(l, out_fd, len, dev, s);
+	std::size_t plain_bad_write = count_bad_chunks(verify_fd, len);
+	b.failures += plain_bad_read || plain_bad_write;
+	Rate pprd = measure(reps, len, [&] { plain_read_pipeline(l, in_fd, len, dev, s); });
+	Rate ppwr = measure(reps, len, [&] { plain_write_pipeline(l, out_fd, len, dev, s); });
+	b.rows.push_back(
+		baseline_json(l, file, prd, pwr, pprd, ppwr, plain_bad_read, plain_bad_write));
 	b.top.try_emplace(file + "/" + l.name + "/preadv16", prd.gbps);
 	b.top.try_emplace(file + "/" + l.name + "/pwrite16", pwr.gbps);
+	b.top.try_emplace(file + "/" + l.name + "/preadv16_pipeline", pprd.gbps);
+	b.top.try_emplace(file + "/" + l.name + "/pwrite16_pipeline", ppwr.gbps);
 
 	for (const Mode &m : modes) {
 		svmbatch::WriterOptions o;
@@ -646,6 +738,7 @@ void run_layout(Bench &b, const Layout &l, const std::string &file, int in_fd, i
 		std::string key = file + "/" + l.name + "/" + m.name;
 		b.top[key + "/read"] = rd.gbps;
 		b.top[key + "/write"] = wr.gbps;
+		b.top[key + "/reads_alone"] = ro.gbps;
 	}
 }
 
@@ -671,6 +764,7 @@ struct Args {
 	std::string direct_dir;
 	std::size_t gib = 4, direct_gib = 1;
 	int reps = 5;
+	std::string commit = "unknown";
 };
 
 Args parse(int argc, char **argv)
@@ -689,6 +783,8 @@ Args parse(int argc, char **argv)
 			a.direct_gib = std::strtoul(v, nullptr, 10);
 		else if (k == "--reps")
 			a.reps = std::atoi(v);
+		else if (k == "--commit")
+			a.commit = v;
 		else
 			throw std::invalid_argument("unknown option " + std::string(k));
 	}
@@ -747,34 +843,55 @@ int run(const Args &a)
 			   direct_modes, std::min(a.reps, 3));
 	}
 
-	struct utsname u {};
-	::uname(&u);
-	const double rd = top_or(b, "page_cache/2000x1MiB/default/read");
-	const double wr = top_or(b, "page_cache/2000x1MiB/default/write");
-	const double prd = top_or(b, "page_cache/2000x1MiB/preadv16");
-	const double pwr = top_or(b, "page_cache/2000x1MiB/pwrite16");
+	const std::string pc = "page_cache/2000x1MiB/";
+	const double rd = top_or(b, pc + "default/read");
+	const double wr = top_or(b, pc + "default/write");
+	const double ro = top_or(b, pc + "default/reads_alone");
+	const double prd = top_or(b, pc + "preadv16");
+	const double pwr = top_or(b, pc + "pwrite16");
+	const double pprd = top_or(b, pc + "preadv16_pipeline");
+	const double ppwr = top_or(b, pc + "pwrite16_pipeline");
+	auto ratio = [](double x, double y) { return y > 0 ? x / y : 0.0; };
+	const std::string method =
+		"{\"pipelines\": \"read: Reader (READ_FIXED) reads a batch (an eighth of the "
+		"buffers) while cudaMemcpyAsync on 4 streams copies the batches before it to "
+		"device memory; write: the copy of batch j + 1 to the buffers overlaps the "
+		"Writer's WRITE_FIXED of batch j; the first run of each mode is checked (GPU "
+		"checksums, the file byte for byte), then --reps timed runs, median\", "
+		"\"plain_io16\": \"16 threads of preadv/pwritev into (from) the same buffers: "
+		"alone (reads_alone/writes_alone: no GPU), and as the same pipelines, the batch "
+		"read (written) by 16 threads in pieces of 1 MiB at most "
+		"(read_pipeline/write_pipeline: the same copies)\", "
+		"\"headline\": \"the library's defaults on 2000 x 1 MiB buffers, page cache; "
+		"read_pipeline_over_preadv16_pipeline and write_pipeline_over_pwrite16_pipeline "
+		"compare pipelines with the same GPU copies, read_over_preadv16 the reads alone "
+		"(no GPU copies on either side)\", "
+		"\"o_direct\": \"the same with O_DIRECT on --direct-dir, at most 3 reps\", "
+		"\"h2d_d2h\": \"one 1 GiB cudaMemcpy from/to cudaMallocHost memory, median of "
+		"--reps\"}";
+	const std::string header =
+		svmbatch::bench_meta::header("pipeline", a.commit, b.cuda.device_name(),
+					     svmbatch::mode_name(b.ctx.mode()), method);
 	std::string rows;
 	for (const auto &r : b.rows)
 		rows += (rows.empty() ? "\n    " : ",\n    ") + r;
-	std::printf(
-		"{\n  \"what\": \"file <-> registered buffers <-> GPU pipelines "
-		"(tools/bench/pipeline_bench.cpp)\",\n"
-		"  \"device\": \"%s\", \"kernel\": \"%s\", \"mode\": \"%s\", \"cpus\": %u,\n"
-		"  \"file_bytes\": %zu, \"file_dir\": \"%s\", \"direct_dir\": \"%s\", "
-		"\"reps\": %d,\n"
-		"  \"read_pipeline_GBps\": %.2f, \"write_pipeline_GBps\": %.2f,\n"
-		"  \"preadv16_GBps\": %.2f, \"pwrite16_GBps\": %.2f,\n"
-		"  \"h2d_GBps\": %.2f, \"d2h_GBps\": %.2f,\n"
-		"  \"read_over_preadv16\": %.3f, \"write_over_pwrite16\": %.3f,\n"
-		"  \"headline\": \"the library's defaults on 2000 x 1 MiB buffers, page cache\",\n"
-		"  \"verification_failures\": %d,\n"
-		"  \"thread_cpu\": %s,\n"
-		"  \"configurations\": [%s\n  ]\n}\n",
-		b.cuda.device_name().c_str(), u.release, svmbatch::mode_name(b.ctx.mode()),
-		std::thread::hardware_concurrency(), len, a.dir.c_str(), a.direct_dir.c_str(),
-		a.reps, rd, wr, prd, pwr, h2d, d2h, prd > 0 ? rd / prd : 0.0,
-		pwr > 0 ? wr / pwr : 0.0, b.failures, b.profile.empty() ? "{}" : b.profile.c_str(),
-		rows.c_str());
+	std::printf("{\n  %s,\n"
+		    "  \"file_bytes\": %zu, \"file_dir\": %s, \"direct_dir\": %s, "
+		    "\"reps\": %d,\n"
+		    "  \"read_pipeline_GBps\": %.2f, \"preadv16_pipeline_GBps\": %.2f, "
+		    "\"read_pipeline_over_preadv16_pipeline\": %.3f,\n"
+		    "  \"write_pipeline_GBps\": %.2f, \"pwrite16_pipeline_GBps\": %.2f, "
+		    "\"write_pipeline_over_pwrite16_pipeline\": %.3f,\n"
+		    "  \"reads_alone_GBps\": %.2f, \"preadv16_GBps\": %.2f, "
+		    "\"read_over_preadv16\": %.3f, \"pwrite16_GBps\": %.2f,\n"
+		    "  \"h2d_GBps\": %.2f, \"d2h_GBps\": %.2f,\n"
+		    "  \"verification_failures\": %d,\n"
+		    "  \"thread_cpu\": %s,\n"
+		    "  \"configurations\": [%s\n  ]\n}\n",
+		    header.c_str(), len, svmbatch::bench_meta::quote(a.dir).c_str(),
+		    svmbatch::bench_meta::quote(a.direct_dir).c_str(), a.reps, rd, pprd,
+		    ratio(rd, pprd), wr, ppwr, ratio(wr, ppwr), ro, prd, ratio(ro, prd), pwr, h2d,
+		    d2h, b.failures, b.profile.empty() ? "{}" : b.profile.c_str(), rows.c_str());
 	return b.failures ? 1 : 0;
 }
 
