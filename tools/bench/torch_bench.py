@@ -5,15 +5,20 @@
 - pin: N tensors from torch.empty, one svmbatch.torch.pin() against a
   per-tensor cudaHostRegister loop and against tensor.pin_memory();
 - arena: 2000 tensors carved from an Arena against
-  torch.empty(..., pin_memory=True), each in a fresh process;
+  torch.empty(..., pin_memory=True), each in a fresh process; the headline
+  includes the Arena's creation, where its pinning happens;
 - load: a safetensors checkpoint (hot page cache: tmpfs) with
   load_safetensors(device="cuda") against safetensors.torch.load_file(
   device="cuda"), against a CPU load + .to("cuda"), and against 16 threads
-  of plain os.preadv of the same file (no GPU copy); cold (caches dropped)
-  where --cold-dir is given and /proc/sys/vm/drop_caches is writable.
+  of plain os.preadv of the same file (no GPU copy); cold (caches dropped
+  before every load) where --cold-dir is given and
+  /proc/sys/vm/drop_caches is writable, else no cold figures at all.
 
+Every loader gets the same warm-up: one load, timed and reported as
+warmup_GBps but left out of the median, then --reps timed loads.
 Every loaded checkpoint is compared with safetensors' on the GPU, byte for
-byte.  JSON on stdout with a top-level "summary"; medians of --reps.
+byte.  JSON on stdout (benchmark, commit, date, machine, mode, method, the
+figures, a top-level "summary"); medians of --reps.
 """
 
 import argparse
@@ -110,11 +115,18 @@ def bench_arena(n, nbytes, reps):
     pm = [child("pin_memory") for _ in range(reps)]
     a_ms = statistics.median(r["alloc_ms"] for r in arena)
     create = statistics.median(r["arena_create_ms"] for r in arena)
+    a_total = statistics.median(r["arena_create_ms"] + r["alloc_ms"] for r in arena)
     p_ms = statistics.median(r["alloc_ms"] for r in pm)
     assert all(r["pinned"] for r in arena + pm)
+    # The headline includes the Arena's creation (its pinning), as
+    # pin_memory=True's time includes its pinning.
     return {"tensors": n, "tensor_bytes": nbytes, "arena_alloc_ms": a_ms,
-            "arena_create_ms": create, "pin_memory_true_ms": p_ms,
-            "speedup": p_ms / a_ms, "speedup_with_arena_creation": p_ms / (a_ms + create)}
+            "arena_create_ms": create, "arena_create_and_alloc_ms": a_total,
+            "pin_memory_true_ms": p_ms,
+            "speedup": p_ms / a_total, "speedup_alloc_only": p_ms / a_ms,
+            "all_ms": {"arena_create": [r["arena_create_ms"] for r in arena],
+                       "arena_alloc": [r["alloc_ms"] for r in arena],
+                       "pin_memory_true": [r["alloc_ms"] for r in pm]}}
 
 
 def make_checkpoint(path, gib):
@@ -164,6 +176,7 @@ def gpu_equal(a, b):
 
 
 def drop_caches():
+    """Write back, then drop the page cache; False where that is refused."""
     os.sync()  # dirty pages are not dropped
     try:
         with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -174,51 +187,67 @@ def drop_caches():
 
 
 def bench_load(path, reps, cold=False):
+    """Each loader: one warm-up load, then reps timed loads, the same for
+    all; cold: the page cache dropped before every one of them."""
     import safetensors.torch as st
     size = os.path.getsize(path)
     gb = size / 1e9
-    out = {"file": path, "bytes": size, "cold": cold}
+    out = {"file": path, "bytes": size, "cold": cold, "reps": reps}
 
-    def timed(fn):
-        times = []
-        for _ in range(1 if cold else reps):
-            if cold:
-                drop_caches()
+    def timed(name, fn):
+        gbps = []
+        r = None
+        for _ in range(1 + reps):
+            if r is not None:
+                del r
+                r = None
+                torch.cuda.empty_cache()
+            if cold and not drop_caches():
+                raise RuntimeError("cold load: /proc/sys/vm/drop_caches refused")
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             r = fn()
             torch.cuda.synchronize()
-            times.append(time.perf_counter() - t0)
-            if not cold and _ < reps - 1:
-                del r
-                torch.cuda.empty_cache()
-        return statistics.median(times), r
+            gbps.append(gb / (time.perf_counter() - t0))
+        out[f"{name}_warmup_GBps"] = gbps[0]
+        out[f"{name}_GBps"] = statistics.median(gbps[1:])
+        out.setdefault("all_GBps", {})[name] = gbps[1:]
+        return r
 
-    sbt.release_staging()
-    t0 = time.perf_counter()
-    ours = sbt.load_safetensors(path, device="cuda")
-    torch.cuda.synchronize()
-    out["svmbatch_first_load_GBps"] = gb / (time.perf_counter() - t0)
+    sbt.release_staging()  # svmbatch's warm-up sets its staging up again
+    ours = timed("svmbatch", lambda: sbt.load_safetensors(path, device="cuda"))
     del ours
     torch.cuda.empty_cache()
-    t_ours, ours = timed(lambda: sbt.load_safetensors(path, device="cuda"))
-    out["svmbatch_GBps"] = gb / t_ours
-    del ours
-    torch.cuda.empty_cache()
-    t_st, ref = timed(lambda: st.load_file(path, device="cuda"))
-    out["safetensors_cuda_GBps"] = gb / t_st
+    ref = timed("safetensors_cuda", lambda: st.load_file(path, device="cuda"))
     ours = sbt.load_safetensors(path, device="cuda")
     out["byte_exact_vs_safetensors"] = gpu_equal(ours, ref)
     del ours, ref
     torch.cuda.empty_cache()
+    r = timed("cpu_load_then_to_cuda",
+              lambda: {k: v.to("cuda") for k, v in st.load_file(path).items()})
+    del r
+    torch.cuda.empty_cache()
     if not cold:
-        t_cpu, r = timed(lambda: {k: v.to("cuda") for k, v in st.load_file(path).items()})
-        out["cpu_load_then_to_cuda_GBps"] = gb / t_cpu
-        del r
-        torch.cuda.empty_cache()
         out["preadv16_GBps"] = gb / statistics.median(preadv16(path, size) for _ in range(reps))
     out["speedup_vs_safetensors"] = out["svmbatch_GBps"] / out["safetensors_cuda_GBps"]
     return out
+
+
+METHOD = {
+    "pin": "per case, median of reps calls each: svmbatch.torch.pin(tensors) (closed after each), "
+           "a cudaHostRegister loop over the tensors (unregistered after each), "
+           "[t.pin_memory() for t in tensors]; no warm-up for any of them",
+    "arena": "each rep a fresh process (CUDA initialised before the clock): Arena(n * bytes) "
+             "creation + n arena.empty() against n torch.empty(pin_memory=True); speedup = "
+             "pin_memory_true_ms / arena_create_and_alloc_ms (medians over reps); "
+             "speedup_alloc_only leaves the creation out",
+    "load": "per loader (svmbatch load_safetensors(device='cuda'), safetensors load_file("
+            "device='cuda'), load_file + .to('cuda')): one warm-up load (warmup_GBps), then "
+            "reps timed loads, median; torch.cuda.synchronize() before and after each; "
+            "hot: tmpfs, the page cache is never dropped; cold: /proc/sys/vm/drop_caches "
+            "written before every load, the warm-up's too; preadv16: 16 threads of os.preadv "
+            "into one CPU tensor, no GPU copy",
+}
 
 
 def main():
@@ -228,17 +257,24 @@ def main():
     ap.add_argument("--cold-dir", default=None)
     ap.add_argument("--cold-gib", type=int, default=4)
     ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--cold-reps", type=int, default=3)
+    ap.add_argument("--commit", default="unknown", help="the commit measured")
     args = ap.parse_args()
     torch.cuda.init()
     torch.empty(1, device="cuda")
-    res = {"machine": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
+    mem = [ln for ln in open("/proc/meminfo") if ln.startswith("MemTotal")]
+    res = {"benchmark": "torch", "commit": args.commit,
+           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+           "machine": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
                        "cpus": os.cpu_count(), "kernel": os.uname().release,
-                       "mode": svmbatch.mode_name(sbt.default_context().mode)},
-           "reps": args.reps}
+                       "memory": mem[0].split(":")[1].strip() if mem else "unknown"},
+           "mode": svmbatch.mode_name(sbt.default_context().mode),
+           "method": METHOD, "reps": args.reps}
     print("pin...", file=sys.stderr)
     res["pin"] = [bench_pin(2000, 64 << 10, args.reps), bench_pin(256, 16 << 20, args.reps)]
     print("arena...", file=sys.stderr)
     res["arena"] = bench_arena(2000, 64 << 10, args.reps)
+    print(json.dumps(res["arena"]), file=sys.stderr)
     res["load"] = []
     for gib in [int(g) for g in args.gib.split(",")]:
         path = os.path.join(args.dir, f"svmbatch-bench-{gib}g.safetensors")
@@ -253,8 +289,11 @@ def main():
         path = os.path.join(args.cold_dir, "svmbatch-bench-cold.safetensors")
         print("cold load...", file=sys.stderr)
         make_checkpoint(path, args.cold_gib)
-        res["load_cold"] = bench_load(path, 1, cold=True)
+        res["load_cold"] = bench_load(path, args.cold_reps, cold=True)
         os.unlink(path)
+        print(json.dumps(res["load_cold"]), file=sys.stderr)
+    elif args.cold_dir:
+        res["load_cold_absent"] = "/proc/sys/vm/drop_caches is not writable: no cold figures"
     first = res["load"][0]
     res["summary"] = {
         "load_GBps": first["svmbatch_GBps"],
@@ -262,12 +301,16 @@ def main():
         "load_speedup_vs_safetensors": first["speedup_vs_safetensors"],
         "preadv16_GBps": first["preadv16_GBps"],
         "pin_speedup": res["pin"][0]["speedup_vs_loop"],
-        "arena_speedup": res["arena"]["speedup"],
+        "arena_speedup_with_creation": res["arena"]["speedup"],
         "checkpoint_gib": int(args.gib.split(",")[0]),
     }
+    if "load_cold" in res:
+        res["summary"]["cold_load_GBps"] = res["load_cold"]["svmbatch_GBps"]
+        res["summary"]["cold_safetensors_cuda_GBps"] = res["load_cold"]["safetensors_cuda_GBps"]
     json.dump(res, sys.stdout, indent=2)
     print()
-    ok = all(r["byte_exact_vs_safetensors"] for r in res["load"])
+    loads = res["load"] + ([res["load_cold"]] if "load_cold" in res else [])
+    ok = all(r["byte_exact_vs_safetensors"] for r in loads)
     return 0 if ok else 1
 
 
