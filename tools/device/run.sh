@@ -18,15 +18,23 @@
 # with the venv's torch and CUDA, the torch benchmark.
 # SVMBATCH_DEVICE_STEPS picks groups (comma-separated; default all): cuda
 # (ABI check, tests, example, benchmark), pipeline, gpuio (GPU-driven I/O:
-# the 4 GiB test and its benchmark), torch; the build always runs (device
-# time is scarce).
+# the 4 GiB test and its benchmark), torch (the Python package, its tests,
+# the C++ torch tests, the benchmark), torchbench (the Python package and
+# the benchmark alone); the build always runs (device time is scarce).
+# Each benchmark writes its JSON itself, with the commit measured
+# (build/device-deps/COMMIT, from prepare-deps.sh), the machine, the mode
+# and its method inside.  The builds under /tmp/svmbatch-device are kept,
+# so that a second call on a machine still warm rebuilds only what
+# changed.
 set -uo pipefail
 cd "$(dirname "$0")/../.." || exit 2
 OUT=${OUT:-/tmp/svmbatch-device-out}
 mkdir -p "$OUT"
 deps=$PWD/build/device-deps
 work=/tmp/svmbatch-device
-rm -rf "$work" && mkdir -p "$work/bin"
+# A build of another checkout's path is not reused (CMake refuses it).
+[[ $(cat "$work/source" 2>/dev/null) == "$PWD" ]] || rm -rf "${work:?}"
+rm -rf "${work:?}/bin" && mkdir -p "$work/bin" && echo "$PWD" >"$work/source"
 passed=0 failed=0
 exec 3>&1	# step's verdicts, whatever the step's own output is redirected to
 step() {	# step NAME CMD...: run, log, count
@@ -54,8 +62,9 @@ printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$deps/pkgconf" "$deps/pkg
 	>"$work/bin/pkg-config"
 chmod +x "$work/bin/pkg-config"
 export PATH=$work/bin:$PATH PKG_CONFIG_LIBDIR=$deps/lib/pkgconfig PKG_CONFIG_PATH=
+commit=$(cat "$deps/COMMIT" 2>/dev/null || echo unknown)
 {
-	echo "commit: $(cat "$deps/COMMIT" 2>/dev/null || echo unknown)"
+	echo "commit: $commit"
 	echo "date: $(date -u +%FT%TZ)"
 	echo "kernel: $(uname -r)"
 	nvidia-smi --query-gpu=name,driver_version,memory.total,pcie.link.gen.max,pcie.link.width.max --format=csv,noheader
@@ -104,7 +113,8 @@ if want cuda; then
 	step cuda_scatter_read "$work/build/examples/cuda_scatter_read" --buffers 2000 --dir /tmp \
 		>"$OUT/cuda_scatter_read.log" 2>&1
 	cat "$OUT/cuda_scatter_read.log"
-	step cuda-bench "$work/build/examples/cuda_bench" /tmp >"$OUT/cuda-bench.json" 2>"$OUT/cuda-bench.log"
+	step cuda-bench "$work/build/examples/cuda_bench" /tmp --commit "$commit" \
+		>"$OUT/cuda-bench.json" 2>"$OUT/cuda-bench.log"
 	cat "$OUT/cuda-bench.log"
 fi
 # file <-> GPU at the machine's bandwidth: a 4 GiB file in the page cache
@@ -112,7 +122,7 @@ fi
 # with O_DIRECT on the root disk.
 if want pipeline; then
 	step pipeline-bench "$work/build/examples/pipeline_bench" --dir /dev/shm --gib 4 \
-		--direct-dir /var/tmp --direct-gib 1 --reps 5 \
+		--direct-dir /var/tmp --direct-gib 1 --reps 5 --commit "$commit" \
 		>"$OUT/pipeline-bench.json" 2>"$OUT/pipeline-bench.log"
 	cat "$OUT/pipeline-bench.log"
 fi
@@ -127,7 +137,7 @@ if want gpuio; then
 	machine="$(nvidia-smi --query-gpu=name,pcie.link.gen.max,pcie.link.width.max \
 		--format=csv,noheader | head -n 1), $(nproc) cores, kernel $(uname -r)"
 	step gpu-io-bench timeout 400 "$work/build/examples/gpu_io_bench" --dir /dev/shm --gib 4 \
-		--small-gib 1 --reps 5 --machine "$machine" \
+		--small-gib 1 --reps 5 --machine "$machine" --commit "$commit" \
 		>"$OUT/gpu-io-bench.json" 2>"$OUT/gpu-io-bench.log"
 	cat "$OUT/gpu-io-bench.log" "$OUT/gpu-io-bench.json"
 fi
@@ -139,11 +149,13 @@ python_build() {
 		-Dpybind11_DIR="$("$python" -m pybind11 --cmakedir)" &&
 	cmake --build "$work/build" -j "$(nproc)" --target svmbatch_python
 }
-if want torch; then
+if want torch || want torchbench; then
 	pypath=$work/build/python
 	"$python" -c 'import pytest' 2>/dev/null || pypath=$pypath:$deps/pytest
 	step python-build python_build >"$OUT/python-build.log" 2>&1
 	tail -5 "$OUT/python-build.log"
+fi
+if want torch; then
 	step python-tests env PYTHONPATH="$pypath" "$python" -m pytest -p no:cacheprovider -rs \
 		libsvmbatch/python/tests >"$OUT/python-tests.log" 2>&1
 	tail -30 "$OUT/python-tests.log"
@@ -156,9 +168,13 @@ if want torch; then
 	}
 	step torch-cpp-tests torch_cpp >"$OUT/torch-cpp-tests.log" 2>&1
 	tail -8 "$OUT/torch-cpp-tests.log"
+fi
+# Cold loads on the root disk with the page cache dropped before each
+# load (the benchmark records none where it cannot drop it).
+if want torch || want torchbench; then
 	step torch-bench env PYTHONPATH="$pypath" "$python" tools/bench/torch_bench.py \
-		--dir /dev/shm --gib 4,16 --cold-dir /var/tmp --reps 5 \
-		>"$OUT/torch-bench.json" 2>"$OUT/torch-bench.log"
+		--dir /dev/shm --gib 4,16 --cold-dir /var/tmp --reps 5 --cold-reps 3 \
+		--commit "$commit" >"$OUT/torch-bench.json" 2>"$OUT/torch-bench.log"
 	cat "$OUT/torch-bench.log"
 fi
 echo "device run: $passed passed, $failed failed"
