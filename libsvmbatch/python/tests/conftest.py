@@ -13,6 +13,12 @@ import pytest
 import svmbatch
 
 
+# A script the guests run (it prints its own TAP), not a pytest module:
+# importing it would put /usr/lib/python3/dist-packages first on sys.path,
+# ahead of PYTHONPATH's build tree and pinned dependencies.
+collect_ignore = ["guest_binding_test.py"]
+
+
 def open_fds():
     return sorted(os.listdir("/proc/self/fd"))
 
@@ -75,40 +81,95 @@ needs_cuda = pytest.mark.skipif(not has_cuda(), reason="no CUDA device (torch.cu
 
 
 # With SVMBATCH_TAP=1 (make check, the guests) the results are printed as
-# TAP, one line per test, for tools/check.sh to count; run pytest with
-# -p no:terminal then.
-_tap = {"n": 0, "failed": 0, "skipped": 0}
+# TAP for tools/check.sh to count; run pytest with -p no:terminal then.
+# The plan comes before the first test runs: every collected test, plus one
+# line for each file or directory whose collection failed (not ok) or was
+# skipped (ok # SKIP), those lines first.  A collection error stops pytest
+# before any test runs, so the results fall short of the plan and
+# tools/check.sh fails the run (besides pytest's exit status 2).
+_tap = {"n": 0, "failed": 0, "skipped": 0, "plan": None}
+_collect_problems = []
 
 
 def _tap_line(text):
     os.write(1, (text + "\n").encode())
 
 
-def pytest_runtest_logreport(report):
-    if not os.environ.get("SVMBATCH_TAP"):
-        return
-    final = report.when == "call" or (report.when == "setup" and not report.passed) or \
-        (report.when == "teardown" and report.failed)
-    if not final:
-        return
+def _tapping():
+    return bool(os.environ.get("SVMBATCH_TAP"))
+
+
+def _skip_reason(report):
+    reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
+    return reason.removeprefix("Skipped: ")
+
+
+def _tap_result(name, outcome, details):
+    """One TAP line: outcome "passed", "failed" or "skipped"; details are
+    the failure's lines or the skip's reason."""
     _tap["n"] += 1
-    n, name = _tap["n"], report.nodeid.split("::", 1)[-1]
-    if report.skipped:
+    n = _tap["n"]
+    if outcome == "skipped":
         _tap["skipped"] += 1
-        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else "skipped"
-        _tap_line(f"ok {n} {name} # SKIP {reason.removeprefix('Skipped: ')}")
-    elif report.failed:
+        _tap_line(f"ok {n} {name} # SKIP {details}")
+    elif outcome == "failed":
         _tap["failed"] += 1
         _tap_line(f"not ok {n} {name}")
-        for line in str(report.longrepr).splitlines()[-30:]:
+        for line in details.splitlines()[-30:]:
             _tap_line(f"# {line}")
     else:
         _tap_line(f"ok {n} {name}")
 
 
+def _outcome(report):
+    if report.failed:
+        return "failed", str(report.longrepr)
+    if report.skipped:
+        return "skipped", _skip_reason(report)
+    return "passed", ""
+
+
+def pytest_collectreport(report):
+    if _tapping() and (report.failed or report.skipped):
+        _collect_problems.append(report)
+
+
+def pytest_collection_finish(session):
+    if not _tapping():
+        return
+    _tap["plan"] = len(session.items) + len(_collect_problems)
+    _tap_line(f"1..{_tap['plan']}")
+    for report in _collect_problems:
+        _tap_result(f"collect {report.nodeid or '.'}", *_outcome(report))
+
+
+# One line per test, written after its teardown: the worst of its setup,
+# call and teardown (a failure in any of them fails it).
+_running = {}
+
+
+def pytest_runtest_logreport(report):
+    if not _tapping():
+        return
+    outcome, details = _outcome(report)
+    worst = _running.setdefault(report.nodeid, ["passed", ""])
+    if outcome == "failed":
+        worst[0] = "failed"
+        worst[1] += f"{report.when}: {details}\n"
+    elif outcome == "skipped" and worst[0] == "passed":
+        worst[:] = [outcome, details]
+    if report.when == "teardown":
+        _tap_result(report.nodeid.split("::", 1)[-1], *_running.pop(report.nodeid))
+
+
 def pytest_sessionfinish(session):
-    if os.environ.get("SVMBATCH_TAP"):
-        t = _tap
-        _tap_line(f"1..{t['n']}")
-        _tap_line(f"# python: {t['n'] - t['failed'] - t['skipped']} passed, {t['failed']} failed, "
-                  f"{t['skipped']} skipped")
+    if not _tapping():
+        return
+    t = _tap
+    if t["plan"] is None:  # collection itself broke: no plan was printed
+        _tap_line("# python: pytest ended before its collection finished")
+    elif t["n"] != t["plan"]:
+        _tap_line(f"# python: planned {t['plan']}, ran {t['n']} (a collection error stops "
+                  "the run)")
+    _tap_line(f"# python: {t['n'] - t['failed'] - t['skipped']} passed, {t['failed']} failed, "
+              f"{t['skipped']} skipped")
