@@ -100,6 +100,7 @@ assert svmbatch.__file__.startswith(sys.argv[1]), svmbatch.__file__' "$dir")
 }
 
 rm -rf "$work" && mkdir -p "$work" || exit 1
+tap_plan 5
 tap_step install install_lib
 tap_step layout check_layout
 tap_step pkg-config with_pkg_config

@@ -90,6 +90,9 @@ with_cmake() {
 }
 
 rm -rf "$work" && mkdir -p "$work" || exit 1
+# Seven steps; a step that fails leaves out those that need it, and the
+# run falls short of the plan.
+tap_plan 7
 tap_step configure configure &&
 	tap_step build build_all &&
 	{

@@ -172,6 +172,8 @@ nothing_left() {
 }
 
 purge >/dev/null 2>&1	# a run that was cut short
+read -ra kernels <<<"$SVMBATCH_KERNELS"
+tap_plan $((8 + 2 * ${#kernels[@]}))
 tap_step deb-from-tarball build
 tap_step install install_pkgs
 for k in $SVMBATCH_KERNELS; do

@@ -8,8 +8,9 @@
 #
 #   SVMBATCH_KERNELS       Debian's kernel families the module supports
 #   svmbatch_kernel_meta   the meta package of a family (its current ABI)
-#   tap_ok, tap_step,      TAP output and counting: one line per test,
-#   tap_skip, tap_done     the plan at the end
+#   tap_plan, tap_ok,      TAP output and counting: the plan first (or,
+#   tap_step, tap_skip,    without tap_plan, at the end), one line per
+#   tap_done               test
 #   svmbatch_guest_files   run.sh arguments for the command's and the udev
 #                          rule's guest tests
 #   svmbatch_source_files  the tree's source files (a checkout or a tarball)
@@ -31,7 +32,9 @@ svmbatch_kernel_meta() {
 	esac
 }
 
-# TAP counters of this script: tests run, failed, skipped; the failed names.
+# TAP counters of this script: the plan (empty: none stated), tests run,
+# failed, skipped; the failed names.
+TAP_PLAN=
 TAP_N=0
 TAP_FAILED=0
 TAP_SKIPPED=0
@@ -88,11 +91,23 @@ tap_step() {
 	return 1
 }
 
-# tap_done NAME: the plan and a summary line; true when nothing failed.
+# tap_plan N: the plan, stated before the first test runs; tap_done then
+# checks that exactly N tests ran.
+tap_plan() {
+	TAP_PLAN=$1
+	echo "1..$1"
+}
+
+# tap_done NAME: the plan where tap_plan stated none, and a summary line;
+# true when nothing failed and, with a plan, exactly the planned tests ran.
 tap_done() {
-	echo "1..$TAP_N"
+	[ -n "$TAP_PLAN" ] || echo "1..$TAP_N"
 	echo "# $1: $((TAP_N - TAP_FAILED - TAP_SKIPPED)) passed, $TAP_FAILED failed," \
 		"$TAP_SKIPPED skipped"
+	if [ -n "$TAP_PLAN" ] && [ "$TAP_PLAN" != "$TAP_N" ]; then
+		echo "# $1: planned $TAP_PLAN tests, ran $TAP_N"
+		return 1
+	fi
 	[ "$TAP_FAILED" = 0 ]
 }
 

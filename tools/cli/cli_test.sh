@@ -23,6 +23,8 @@ json() {	# json PYTHON-EXPRESSION-ON-d: true/false of $tmp/out as JSON
 	python3 -c "import json,sys; d=json.load(open('$tmp/out')); sys.exit(0 if ($1) else 1)"
 }
 
+tap_plan 28
+
 run "$cli" --help
 ok "--help exits 0 and lists every subcommand" $((rc != 0 || $(grep -cE '^  (info|stat|bench|selftest) ' "$tmp/out") != 4))
 for sub in info stat bench selftest; do
