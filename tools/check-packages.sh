@@ -26,8 +26,16 @@ upstream=${version%-*}
 src=$work/svmbatch-$upstream
 rm -rf "$work" && mkdir -p "$work"
 
+# Purge whichever of the packages dpkg knows (installed, or removed with
+# their configuration left); a failed purge fails (nothing_left then says
+# what stayed).
 purge() {
-	apt-get -q=2 purge -y "${pkgs[@]}" </dev/null || true
+	local p status known=()
+	for p in "${pkgs[@]}"; do
+		status=$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null) &&
+			[[ $status != *not-installed ]] && known+=("$p")
+	done
+	((${#known[@]} == 0)) || apt-get -q=2 purge -y "${known[@]}" </dev/null
 }
 
 # The release tarball of the working tree, unpacked into $src: git archive
@@ -171,7 +179,9 @@ nothing_left() {
 	return $left
 }
 
-purge >/dev/null 2>&1	# a run that was cut short
+# Left by a run that was cut short: a failure here shows in the purge
+# step at the end, which tries again.
+purge >/dev/null 2>&1
 read -ra kernels <<<"$SVMBATCH_KERNELS"
 tap_plan $((8 + 2 * ${#kernels[@]}))
 tap_step deb-from-tarball build
