@@ -5,6 +5,7 @@ a guest in kernel mode (guest_binding_test.py), and on the H100 with the
 venv's torch 2.11 and CUDA."""
 
 import gc
+import mmap
 import os
 import sys
 
@@ -66,6 +67,25 @@ def baseline():
 @pytest.fixture(scope="session")
 def ctx():
     return svmbatch.Context()
+
+
+def page_ranges(spans, page=mmap.PAGESIZE):
+    """The ranges (address, length) that buffers (address, length) must
+    become: rounded out to pages, sorted, merged where their pages touch or
+    overlap (libsvmbatch/src/core/range_plan.hpp; the tests' buffers are
+    far below max_range_bytes, so no range is cut)."""
+    merged = []
+    for begin, end in sorted((a - a % page, -(-(a + n) // page) * page) for a, n in spans):
+        if merged and begin <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([begin, end])
+    return [(begin, end - begin) for begin, end in merged]
+
+
+def registered_ranges(reg):
+    """A registration's ranges as (address, length)."""
+    return [(r[0], r[1]) for r in reg.ranges]
 
 
 def has_cuda():

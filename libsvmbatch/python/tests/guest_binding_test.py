@@ -52,7 +52,10 @@ def main():
         check("dma-buf size", d.size == reg.pages * PAGE, f"{d.size}")
         check("dma-buf offsets", reg.dmabuf_offset(1) == reg.location(1)[1] + sum(
             r[1] for r in reg.ranges[:reg.location(1)[0]]))
-        check("dma-buf is a file", os.fstat(d.fileno()).st_size >= 0)
+        # The dma-buf's inode has its size (dma_buf_getfile sets i_size).
+        st_size = os.fstat(d.fileno()).st_size
+        check("dma-buf file's size", st_size == d.size == reg.pages * PAGE,
+              f"st_size {st_size}, size {d.size}, {reg.pages} pages")
 
     path = "/tmp/guest-binding-data"
     data = bytes(range(256)) * (8 * PAGE // 256)

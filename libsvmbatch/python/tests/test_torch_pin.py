@@ -12,7 +12,7 @@ import pytest
 import torch  # noqa: E402
 import svmbatch  # noqa: E402
 import svmbatch.torch as sbt  # noqa: E402
-from conftest import has_cuda, needs_cuda  # noqa: E402
+from conftest import has_cuda, needs_cuda, page_ranges, registered_ranges  # noqa: E402
 
 
 def test_pin_registers_every_storage_once(baseline):
@@ -21,7 +21,10 @@ def test_pin_registers_every_storage_once(baseline):
     with sbt.pin(tensors + views) as pinned:
         reg = pinned.registration
         assert len(reg) == 200, "one buffer per storage"
-        assert pinned.ranges <= 200
+        # Wherever the allocator put them: the ranges their pages make.
+        expected = page_ranges((t.data_ptr(), t.numel() * t.element_size()) for t in tensors)
+        assert registered_ranges(reg) == expected
+        assert pinned.ranges == len(expected)
         spans = {b[0] for b in reg.buffers}
         assert all(t.data_ptr() in spans for t in tensors)
         if not has_cuda():
@@ -30,12 +33,27 @@ def test_pin_registers_every_storage_once(baseline):
 
 
 def test_pin_merges_touching_storages(baseline):
-    big = torch.empty(1 << 20, dtype=torch.uint8)
-    parts = [big[i << 16:(i + 1) << 16].clone() for i in range(4)]
-    # Views of one storage: one range; clones: wherever malloc put them.
-    with sbt.pin([big] + parts) as pinned:
-        assert pinned.ranges <= 5
-        assert len(pinned.registration) == 5
+    # Storages of our own layout, in pages of one mapping: [0, 2), [2, 3)
+    # and [3, 5) touch (one range); page 5 is a gap; [6, 8) and the 100
+    # bytes at 8 share their pages' edge (one range); the two pieces of
+    # page 10 overlap once rounded to pages (one range).  7 storages, 3
+    # ranges.
+    page = mmap.PAGESIZE
+    mem = mmap.mmap(-1, 12 * page)
+    layout = [(0, 2 * page), (2 * page, page), (3 * page, 2 * page), (6 * page, 2 * page),
+              (8 * page, 100), (10 * page + 200, 100), (10 * page + 1000, 1000)]
+    storages = [torch.frombuffer(mem, dtype=torch.uint8, count=n, offset=off)
+                for off, n in layout]
+    base = storages[0].data_ptr()
+    assert [t.data_ptr() - base for t in storages] == [off for off, _ in layout]
+    with sbt.pin(storages) as pinned:
+        assert len(pinned.registration) == 7, "one buffer per storage"
+        assert pinned.ranges == 3
+        assert registered_ranges(pinned.registration) == \
+            [(base, 5 * page), (base + 6 * page, 3 * page), (base + 10 * page, page)]
+        assert page_ranges((base + off, n) for off, n in layout) == \
+            registered_ranges(pinned.registration)
+    del storages
 
 
 def test_pin_keeps_the_storages_alive(baseline):
