@@ -487,7 +487,9 @@ int main(int argc, char **argv)
 	int sv[2];
 	if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return 1;
-	std::printf("TAP version 13\n");
+	// The plan before any test runs: the initiator's 6 results, its
+	// transport check where one is expected, and the target's exit.
+	std::printf("TAP version 13\n1..%d\n", expect_transport.empty() ? 7 : 8);
 	std::fflush(stdout);
 	const pid_t pid = ::fork();
 	if (pid == 0) {
@@ -511,6 +513,6 @@ int main(int argc, char **argv)
 	int status = 0;
 	::waitpid(pid, &status, 0);
 	tap(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the target exited cleanly");
-	std::printf("1..%d\n# %d passed, %d failed\n", tap_n, tap_n - tap_failed, tap_failed);
+	std::printf("# %d passed, %d failed\n", tap_n - tap_failed, tap_failed);
 	return tap_failed ? 1 : 0;
 }

@@ -5,7 +5,12 @@
 # "N passed, N failed, N skipped".  Each host step is one TAP line and
 # counts as one test; the host programs that print TAP (the library tests,
 # the command's, check-install.sh, check-packages.sh) and each guest
-# contribute their subtests.
+# contribute their subtests.  No test can vanish: a host program counts
+# only with its plan stated first and met (tools/tap-runner.sh, tested by
+# tools/tap-runner-test.sh), a test program the build should have made
+# and did not is a failure, the Python suite's plan must equal what a
+# separate collection finds, and a guest's executables are held to their
+# plans by tools/vmtest/parse-log.sh.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
@@ -19,6 +24,9 @@ mkdir -p "$TAP_LOGDIR"
 # by tools/lib.sh (TAP_N, TAP_FAILED, TAP_SKIPPED).
 passed=0 failed=0 skipped=0
 failures=()
+# tap_program, host_program
+# shellcheck source=tools/tap-runner.sh
+. tools/tap-runner.sh
 
 summary() {
 	local steps
@@ -30,28 +38,29 @@ summary() {
 	((failed + TAP_FAILED == 0))
 }
 
-# tap_program NAME CMD...: a host test program printing TAP
-# (SVMBATCH_TAP=1), counted per test; output in build/check/NAME.log
-tap_program() {
-	local name=$1 start=$SECONDS log="$TAP_LOGDIR/$1.log" rc p f s
-	shift
-	SVMBATCH_TAP=1 "$@" >"$log" 2>&1
-	rc=$?
-	p=$(grep -cE '^ok [0-9]+' "$log")
-	s=$(grep -cE '^ok [0-9]+ .*# SKIP' "$log")
-	f=$(grep -cE '^not ok [0-9]+' "$log")
-	p=$((p - s))
-	if ((rc && !f)); then
-		f=1 # died outside a test (sanitizer report at exit, crash)
+# Probes for the test programs that the build makes only where a tool or
+# library is: each returns 0 where the program must exist, or sets
+# $absent to what it did not find.
+absent=
+hip_probe() {	# examples/CMakeLists.txt: hipcc and libamdhip64
+	if ! command -v hipcc >/dev/null; then
+		absent="command -v hipcc: no hipcc (Debian: hipcc)"
+	elif [[ ! $(ldconfig -p) =~ [[:space:]]libamdhip64\.so[[:space:]] ]]; then
+		absent="ldconfig -p: no libamdhip64.so (Debian: libamdhip64-dev)"
+	else
+		return 0
 	fi
-	passed=$((passed + p)) failed=$((failed + f)) skipped=$((skipped + s))
-	echo "$name: $p passed, $f failed, $s skipped (rc $rc, $((SECONDS - start)) s)"
-	if ((f)); then
-		failures+=("$name")
-		grep -E '^not ok|^#' "$log" | head -n 40 | sed 's/^/    /'
-		tail -n 15 "$log" | sed 's/^/    /'
-	fi
-	grep -E '# SKIP' "$log" | sed 's/^/    skip: /' | head -n 20
+	return 1
+}
+ucx_probe() {	# examples/CMakeLists.txt: pkg_check_modules(UCX ucx)
+	pkg-config --exists ucx && return 0
+	absent="pkg-config --exists ucx: no UCX (Debian: libucx-dev)"
+	return 1
+}
+torch_probe() {	# libsvmbatch/tests/CMakeLists.txt: find_package(Torch)
+	compgen -G '/usr/lib/*/cmake/Torch/TorchConfig.cmake' >/dev/null && return 0
+	absent="no /usr/lib/*/cmake/Torch/TorchConfig.cmake (Debian: libtorch-dev)"
+	return 1
 }
 
 # guest KERNEL: the selftests in a guest, counted per subtest
@@ -83,6 +92,8 @@ if ! tap_step deps tools/install-deps.sh; then
 	exit 1
 fi
 tap_step shellcheck make --no-print-directory shellcheck
+# The judge of the host programs below, on fixtures it must fail.
+tap_program tap-runner tools/tap-runner-test.sh
 tap_step uapi-header make --no-print-directory uapi-check
 tap_step checkpatch make --no-print-directory checkpatch
 tap_step format-check make --no-print-directory format-check
@@ -122,51 +133,55 @@ tap_program lib-install tools/check-install.sh
 # needed) builds, passes its tests and says it has no backends.
 tap_program minimal-build tools/check-minimal-build.sh
 tap_step htmldocs make --no-print-directory htmldocs
-if [[ -x build/lib-asan/tests/svmbatch_lib_tests ]]; then
-	tap_program lib-tests-host build/lib-asan/tests/svmbatch_lib_tests
-fi
+host_program lib-tests-host build/lib-asan/tests/svmbatch_lib_tests \
+	build/lib-asan/tests/svmbatch_lib_tests
 # HIP without an AMD GPU: Debian's runtime on its no-device path (in a
-# process of its own), and the HIP example in userspace mode (the library,
-# the reads, the byte check; the GPU step skips, saying why).
-if [[ -x build/lib-asan/tests/svmbatch_hip_runtime_tests ]]; then
-	tap_program hip-runtime-host build/lib-asan/tests/svmbatch_hip_runtime_tests
-fi
-if [[ -x build/lib-asan/examples/hip_scatter_read ]]; then
-	tap_program hip-scatter-read-host build/lib-asan/examples/hip_scatter_read --mode userspace
+# process of its own; built wherever SVMBATCH_WITH_HIP is, the default),
+# and the HIP example in userspace mode (the library, the reads, the byte
+# check; the GPU step skips, saying why).
+host_program hip-runtime-host build/lib-asan/tests/svmbatch_hip_runtime_tests \
+	build/lib-asan/tests/svmbatch_hip_runtime_tests
+if hip_probe; then
+	host_program hip-scatter-read-host build/lib-asan/examples/hip_scatter_read \
+		build/lib-asan/examples/hip_scatter_read --mode userspace
 else
-	tap_skip hip-scatter-read-host "make lib-asan built no hip_scatter_read (no hipcc)"
+	tap_skip hip-scatter-read-host "$absent: make lib-asan builds no hip_scatter_read"
 fi
 # UCX (Debian's 1.13) over a registration's merged ranges: two processes,
 # ucp_mem_map, put and get, byte for byte; tcp here (examples/ucx_put_get.cpp).
-if [[ -x build/lib-asan/examples/ucx_put_get ]]; then
-	tap_program ucx-host env UCX_TLS=tcp build/lib-asan/examples/ucx_put_get
+if ucx_probe; then
+	host_program ucx-host build/lib-asan/examples/ucx_put_get \
+		env UCX_TLS=tcp build/lib-asan/examples/ucx_put_get
 else
-	tap_skip ucx-host "make lib-asan built no ucx_put_get (no libucx-dev)"
+	tap_skip ucx-host "$absent: make lib-asan builds no ucx_put_get"
 fi
 # ThreadSanitizer over the same tests (the Reader's and Writer's threads);
 # ASLR off for GCC 12's TSan runtime, a race fails the run (Makefile).
-if [[ -x build/lib-tsan/tests/svmbatch_lib_tests ]]; then
-	tap_program lib-tests-tsan env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
-		setarch "$(uname -m)" -R build/lib-tsan/tests/svmbatch_lib_tests
-fi
+host_program lib-tests-tsan build/lib-tsan/tests/svmbatch_lib_tests \
+	env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 \
+	setarch "$(uname -m)" -R build/lib-tsan/tests/svmbatch_lib_tests
 # The Python package with Debian's torch (CPU), userspace mode; the
-# reference safetensors from PyPI (pinned, into build/pydeps).
+# reference safetensors from PyPI (pinned, into build/pydeps).  torch,
+# numpy and safetensors are required: a failed import fails.  The suite's
+# TAP plan (conftest.py) must equal the tests that pytest --collect-only
+# finds, and a collection error fails python-collect.
 tap_step python-build make --no-print-directory python
 tap_step python-deps tools/python-deps.sh
-if [[ -d build/lib/python/svmbatch ]]; then
-	tap_program python-tests env PYTHONPATH=build/lib/python:build/pydeps \
-		/usr/bin/python3 -m pytest -p no:terminal -p no:cacheprovider libsvmbatch/python/tests
-fi
+pytest_cmd=(env PYTHONPATH=build/lib/python:build/pydeps /usr/bin/python3 -m pytest
+	-p no:cacheprovider libsvmbatch/python/tests)
+tap_step python-collect "${pytest_cmd[@]}" --collect-only -q
+python_tests=$(grep -cE '^libsvmbatch/python/tests/[^ :]+\.py::' "$TAP_LOGDIR/python-collect.log")
+TAP_EXPECT_PLAN=$python_tests host_program python-tests build/lib/python/svmbatch \
+	"${pytest_cmd[@]}" -p no:terminal
 # <svmbatch/torch.hpp> against Debian's libtorch-dev (make lib builds it
 # where CMake finds Torch).
-if [[ -x build/lib/tests/svmbatch_torch_tests ]]; then
-	tap_program torch-cpp-tests build/lib/tests/svmbatch_torch_tests
+if torch_probe; then
+	host_program torch-cpp-tests build/lib/tests/svmbatch_torch_tests \
+		build/lib/tests/svmbatch_torch_tests
 else
-	tap_skip torch-cpp-tests "make lib found no libtorch (libtorch-dev): svmbatch_torch_tests not built"
+	tap_skip torch-cpp-tests "$absent: make lib builds no svmbatch_torch_tests"
 fi
-if [[ -x build/lib/cli/svmbatch ]]; then
-	tap_program cli-tests tools/cli/cli_test.sh build/lib/cli/svmbatch
-fi
+host_program cli-tests build/lib/cli/svmbatch tools/cli/cli_test.sh build/lib/cli/svmbatch
 # Builds the .debs from a release tarball of the working tree, installs
 # them on this machine, boots guests with the DKMS-built module, purges
 # them again.
