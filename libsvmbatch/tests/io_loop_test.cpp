@@ -291,53 +291,70 @@ TEST_F(IoLoopTest, CompletionsWaitForTheirSlotNotLost)
 
 /* stop() while 4 producers keep publishing: each request they published
  * completes exactly once (read, or -ECANCELED), none is lost, and the
- * producers learn that the loop closed. */
+ * producers learn that the loop closed.  The race is the point, so it must
+ * have happened: the scenario runs again (a new loop) until stop() caught
+ * at least one request before its read ended (-ECANCELED), at most
+ * max_attempts times; never is a failure. */
 TEST_F(IoLoopTest, StopWithRequestsInFlightCompletesEveryOne)
 {
 	constexpr int producers = 4;
+	constexpr int max_attempts = 50;
 	Guarded b(*ctx_, std::vector<std::size_t>(producers, 256 << 10));
-	IoLoop loop(*ctx_, *b.reg, small_ring(64));
-	IoLoopClient client(loop.host_queue());
-	std::uint32_t f = loop.add_file(file_.fd());
-	std::atomic<std::uint64_t> published{0}, read_ok{0}, cancelled{0}, other{0};
-	std::atomic<bool> go{false};
+	std::uint64_t cancelled_total = 0;
+	int attempts = 0;
 
-	auto produce = [&](int p) {
-		while (!go.load())
+	while (cancelled_total == 0 && attempts < max_attempts && !HasFailure()) {
+		attempts++;
+		IoLoop loop(*ctx_, *b.reg, small_ring(64));
+		IoLoopClient client(loop.host_queue());
+		std::uint32_t f = loop.add_file(file_.fd());
+		std::atomic<std::uint64_t> published{0}, read_ok{0}, cancelled{0}, other{0};
+		std::atomic<bool> go{false};
+
+		auto produce = [&](int p) {
+			while (!go.load())
+				std::this_thread::yield();
+			for (std::uint64_t i = 0;; i++) {
+				std::int64_t t =
+					client.read(f, (i * 4096) % (file_bytes - (256 << 10)),
+						    256 << 10, static_cast<std::uint32_t>(p), 0);
+				if (t < 0)
+					return;
+				published++;
+				IoCompletion c = client.wait(t);
+				if (c.status == 0 && c.bytes == (256u << 10))
+					read_ok++;
+				else if (c.status == -ECANCELED)
+					cancelled++;
+				else
+					other++;
+			}
+		};
+		std::vector<std::thread> threads;
+		threads.reserve(producers);
+		for (int p = 0; p < producers; p++)
+			threads.emplace_back(produce, p);
+		go = true;
+		while (loop.stats().completed < 200)
 			std::this_thread::yield();
-		for (std::uint64_t i = 0;; i++) {
-			std::int64_t t = client.read(f, (i * 4096) % (file_bytes - (256 << 10)),
-						     256 << 10, static_cast<std::uint32_t>(p), 0);
-			if (t < 0)
-				return;
-			published++;
-			IoCompletion c = client.wait(t);
-			if (c.status == 0 && c.bytes == (256u << 10))
-				read_ok++;
-			else if (c.status == -ECANCELED)
-				cancelled++;
-			else
-				other++;
-		}
-	};
-	std::vector<std::thread> threads;
-	threads.reserve(producers);
-	for (int p = 0; p < producers; p++)
-		threads.emplace_back(produce, p);
-	go = true;
-	while (loop.stats().completed < 200)
-		std::this_thread::yield();
-	loop.stop(std::chrono::milliseconds(2000));
-	for (auto &t : threads)
-		t.join();
+		loop.stop(std::chrono::milliseconds(2000));
+		for (auto &t : threads)
+			t.join();
 
-	EXPECT_TRUE(loop.stopped());
-	EXPECT_EQ(other.load(), 0u);
-	EXPECT_EQ(read_ok + cancelled, published.load());
-	IoLoopStats s = loop.stats();
-	EXPECT_EQ(s.completed, published.load());
-	EXPECT_EQ(s.undelivered, 0u);
-	EXPECT_EQ(client.read(f, 0, 1, 0, 0), -1) << "a closed loop takes nothing";
+		EXPECT_TRUE(loop.stopped()) << "attempt " << attempts;
+		EXPECT_EQ(other.load(), 0u) << "attempt " << attempts;
+		EXPECT_EQ(read_ok + cancelled, published.load()) << "attempt " << attempts;
+		IoLoopStats s = loop.stats();
+		EXPECT_EQ(s.completed, published.load()) << "attempt " << attempts;
+		EXPECT_EQ(s.undelivered, 0u) << "attempt " << attempts;
+		EXPECT_EQ(client.read(f, 0, 1, 0, 0), -1) << "a closed loop takes nothing";
+		cancelled_total += cancelled.load();
+	}
+	EXPECT_GT(cancelled_total, 0u)
+		<< "in " << attempts << " runs stop() never caught a request before its read "
+		<< "ended (no -ECANCELED): the race under test did not happen";
+	RecordProperty("attempts", attempts);
+	RecordProperty("cancelled", static_cast<int>(cancelled_total));
 }
 
 /* A parked loop wakes up for the next request. */
