@@ -185,14 +185,17 @@ static int svmbatch_check_overlap(const struct svmbatch_reg *reg,
 
 /*
  * Check the mappings, charge once, pin, and verify that no invalidation
- * raced the pin (stale.c); when one did, the pages may no longer be the
- * ones mapped, so drop them and check and pin again, a bounded number of
- * times.  Returns with every page of @reg pinned and @reg LIVE, or an
- * errno with the pages dropped by the caller's svmbatch_reg_abort().
+ * raced the pin (stale.c).  When one did, the pages may no longer be the
+ * ones mapped, so check and pin again, a bounded number of times, holding
+ * the earlier attempt's pages until the new attempt has its own
+ * (svmbatch_reg_hold_pins() says why).  Returns with every page of @reg
+ * pinned and @reg LIVE, or an errno with the pages dropped by the caller's
+ * svmbatch_reg_abort().
  */
 static int svmbatch_pin_verified(struct svmbatch_reg *reg, u64 total_pages,
 				 u32 *error_index)
 {
+	struct svmbatch_held_pins held = {};
 	unsigned int attempt;
 	int ret;
 
@@ -200,26 +203,27 @@ static int svmbatch_pin_verified(struct svmbatch_reg *reg, u64 total_pages,
 		unsigned long seq = svmbatch_stale_begin(reg);
 
 		ret = svmbatch_check_vmas(reg, error_index);
-		if (ret)
-			return ret;
-		if (!reg->charged_pages) {
+		if (!ret && !reg->charged_pages) {
 			ret = svmbatch_account_charge(reg->mm, total_pages);
-			if (ret)
-				return ret;
-			reg->charged_pages = total_pages;
+			if (!ret)
+				reg->charged_pages = total_pages;
 		}
-		ret = svmbatch_reg_pin(reg, total_pages, error_index);
+		if (!ret)
+			ret = svmbatch_reg_pin(reg, total_pages, error_index);
+		svmbatch_held_pins_release(&held);
 		if (ret)
 			return ret;
 		if (svmbatch_stale_go_live(reg, seq))
 			return 0;
 
-		svmbatch_reg_unpin_all(reg);
 		if (attempt == SVMBATCH_PIN_ATTEMPTS)
 			return -EAGAIN;
 		atomic64_inc(&svmbatch_stats.pin_retries);
-		if (fatal_signal_pending(current))
+		svmbatch_reg_hold_pins(reg, &held);
+		if (fatal_signal_pending(current)) {
+			svmbatch_held_pins_release(&held);
 			return -EINTR;
+		}
 		cond_resched();
 	}
 }

@@ -303,12 +303,13 @@ int svmbatch_reg_pin(struct svmbatch_reg *reg, u64 total_pages,
 	return ret;
 }
 
-static void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty)
+static void svmbatch_runs_unpin(const struct svmbatch_run *runs, u32 nr_runs,
+				bool may_dirty)
 {
 	u32 i;
 
-	for (i = 0; i < reg->nr_runs; i++) {
-		const struct svmbatch_run *run = &reg->runs[i];
+	for (i = 0; i < nr_runs; i++) {
+		const struct svmbatch_run *run = &runs[i];
 		bool dirty = may_dirty && (run->flags & SVMBATCH_RUN_WRITABLE);
 
 		unpin_user_page_range_dirty_lock(run->first, run->nr_pages,
@@ -317,18 +318,47 @@ static void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty)
 	}
 }
 
-/**
- * svmbatch_reg_unpin_all() - drop every page of a registration being built
- * @reg: registration never handed out
- *
- * Keeps the run array, so the registration can be pinned again.
- */
-void svmbatch_reg_unpin_all(struct svmbatch_reg *reg)
+static void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty)
 {
-	svmbatch_reg_unpin(reg, false);
+	svmbatch_runs_unpin(reg->runs, reg->nr_runs, may_dirty);
+}
+
+/**
+ * svmbatch_reg_hold_pins() - set aside the pages of a pin attempt that raced
+ * @reg: registration never handed out; left holding no page
+ * @held: receives @reg's runs, which stay pinned
+ *
+ * The next attempt pins while these pages are still pinned.  That is what
+ * lets it succeed beside fork(): a pinned anonymous page is exclusive to
+ * the process, so fork() copies it for the child instead of write-protecting
+ * it, and pinning it again breaks no copy-on-write (the break, a
+ * page-replacing invalidation, is what made the attempt race).  Dropped
+ * first, the pages would be shared with the next child again.
+ */
+void svmbatch_reg_hold_pins(struct svmbatch_reg *reg,
+			    struct svmbatch_held_pins *held)
+{
+	held->runs = reg->runs;
+	held->nr_runs = reg->nr_runs;
+	reg->runs = NULL;
 	reg->nr_runs = 0;
+	reg->runs_cap = 0;
 	reg->nr_pages = 0;
 	reg->nr_folios = 0;
+}
+
+/**
+ * svmbatch_held_pins_release() - unpin and free pages set aside
+ * @held: from svmbatch_reg_hold_pins(), or zeroed; left empty
+ *
+ * No device saw these pages, so they are not dirtied.
+ */
+void svmbatch_held_pins_release(struct svmbatch_held_pins *held)
+{
+	svmbatch_runs_unpin(held->runs, held->nr_runs, false);
+	kvfree(held->runs);
+	held->runs = NULL;
+	held->nr_runs = 0;
 }
 
 static void svmbatch_reg_free(struct svmbatch_reg *reg)

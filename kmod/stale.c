@@ -13,11 +13,15 @@
  * (mmu_interval_read_begin() before, mmu_interval_read_retry() after):
  * an invalidation that lands while a REGISTER pins makes it pin again
  * (batch.c), since the pages it got may already be gone from the
- * address space.  Once the pin is verified the registration is LIVE, and
- * an invalidation marks it STALE and signals its eventfd once.  The check
- * of the sequence and the switch to LIVE happen under @notifier_lock,
- * which the notifier also takes: an invalidation either makes the check
- * fail or finds the registration LIVE; none falls between the two.
+ * address space.  The commonest such invalidation is the pin's own
+ * copy-on-write break of a page that fork() had shared with a child; the
+ * next attempt holds the pages of the one before, which fork() no longer
+ * shares, so it breaks nothing and goes through.  Once the pin is
+ * verified the registration is LIVE, and an invalidation marks it STALE
+ * and signals its eventfd once.  The check of the sequence and the switch
+ * to LIVE happen under @notifier_lock, which the notifier also takes: an
+ * invalidation either makes the check fail or finds the registration
+ * LIVE; none falls between the two.
  */
 #include <linux/eventfd.h>
 #include <linux/mm.h>

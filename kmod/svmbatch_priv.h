@@ -126,6 +126,16 @@ struct svmbatch_reg {
 	struct eventfd_ctx *eventfd;
 };
 
+/**
+ * struct svmbatch_held_pins - the pages of an earlier pin attempt
+ * @runs: their runs, still pinned
+ * @nr_runs: entries of @runs
+ */
+struct svmbatch_held_pins {
+	struct svmbatch_run *runs;
+	u32 nr_runs;
+};
+
 /* Registration flags (bit numbers) */
 #define SVMBATCH_REG_STALE   0 /* a registered VA changed */
 #define SVMBATCH_REG_WATCHED 1 /* @notifier is inserted */
@@ -174,7 +184,9 @@ struct svmbatch_reg *svmbatch_batch_pin(const struct svmbatch_register *cmd,
 struct svmbatch_reg *svmbatch_reg_alloc(u32 nr_ranges);
 int svmbatch_reg_pin(struct svmbatch_reg *reg, u64 total_pages,
 		     u32 *error_index);
-void svmbatch_reg_unpin_all(struct svmbatch_reg *reg);
+void svmbatch_reg_hold_pins(struct svmbatch_reg *reg,
+			    struct svmbatch_held_pins *held);
+void svmbatch_held_pins_release(struct svmbatch_held_pins *held);
 void svmbatch_reg_put(struct svmbatch_reg *reg);
 void svmbatch_reg_abort(struct svmbatch_reg *reg);
 u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg);
