@@ -70,7 +70,7 @@ static int svmbatch_copy_ranges(struct svmbatch_reg *reg,
 
 		n = packed ? min_t(u32, reg->nr_ranges - i, ARRAY_SIZE(buf)) :
 			     1;
-		if (svmbatch_should_fail())
+		if (svmbatch_should_fail(-EFAULT))
 			return -EFAULT;
 		if (packed) {
 			if (copy_from_user(buf, uranges + i * sizeof(buf[0]),
@@ -151,7 +151,7 @@ static int svmbatch_check_overlap(const struct svmbatch_reg *reg,
 
 	if (nr < 2)
 		return 0;
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return -ENOMEM;
 	spans = kvmalloc_array(nr, sizeof(*spans), GFP_KERNEL);
 	if (!spans)

@@ -132,7 +132,7 @@ static int svmbatch_query_ranges(const struct svmbatch_reg *reg,
 	size_t extra = cmd->range_size - sizeof(struct svmbatch_range);
 	u32 i;
 
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-EFAULT))
 		return -EFAULT;
 	for (i = 0; i < reg->nr_ranges; i++) {
 		const struct svmbatch_range_rec *rec = &reg->ranges[i];

@@ -34,7 +34,7 @@ struct svmbatch_ctx *svmbatch_ctx_create(void)
 
 	if (!current->mm)
 		return ERR_PTR(-EPERM);
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return ERR_PTR(-ENOMEM);
 	ctx = kzalloc(sizeof(*ctx), GFP_KERNEL_ACCOUNT);
 	if (!ctx)
@@ -94,7 +94,7 @@ int svmbatch_ctx_reserve(struct svmbatch_ctx *ctx, u32 *handle)
 		ret = -ENOSPC;
 		goto out;
 	}
-	if (svmbatch_should_fail()) {
+	if (svmbatch_should_fail(-ENOMEM)) {
 		ret = -ENOMEM;
 		goto out;
 	}

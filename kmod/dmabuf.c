@@ -66,7 +66,7 @@ static int svmbatch_dmabuf_attach(struct dma_buf *dmabuf,
 	struct svmbatch_dmabuf *priv = dmabuf->priv;
 	struct svmbatch_attachment *a;
 
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return -ENOMEM;
 	a = kzalloc(sizeof(*a), GFP_KERNEL);
 	if (!a)
@@ -107,7 +107,7 @@ static struct sg_table *svmbatch_build_sgt(const struct svmbatch_reg *reg)
 
 	for (i = 0; i < reg->nr_runs; i++)
 		nents += svmbatch_run_segments(&reg->runs[i]);
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return ERR_PTR(-ENOMEM);
 	sgt = kzalloc(sizeof(*sgt), GFP_KERNEL);
 	if (!sgt)
@@ -154,7 +154,7 @@ static struct sg_table *svmbatch_dmabuf_map(struct dma_buf_attachment *attach,
 	sgt = svmbatch_build_sgt(priv->reg);
 	if (IS_ERR(sgt))
 		return sgt;
-	ret = svmbatch_should_fail() ?
+	ret = svmbatch_should_fail(-ENOMEM) ?
 		      -ENOMEM :
 		      dma_map_sgtable(attach->dev, sgt, dir, 0);
 	if (ret) {
@@ -284,7 +284,7 @@ static int svmbatch_dmabuf_vmap(struct dma_buf *dmabuf, struct iosys_map *map)
 	/* vmap() counts pages in an unsigned int; kvmalloc stops at INT_MAX. */
 	if (reg->nr_pages > INT_MAX / sizeof(*pages))
 		return -E2BIG;
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return -ENOMEM;
 	pages = kvmalloc_array(reg->nr_pages, sizeof(*pages), GFP_KERNEL);
 	if (!pages)
@@ -344,14 +344,14 @@ static struct svmbatch_dmabuf *svmbatch_dmabuf_create(struct svmbatch_reg *reg)
 	u64 start = 0;
 	u32 i;
 
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return NULL;
 	priv = kzalloc(sizeof(*priv), GFP_KERNEL_ACCOUNT);
 	if (!priv)
 		return NULL;
 	priv->run_start = kvmalloc_array(reg->nr_runs, sizeof(*priv->run_start),
 					 GFP_KERNEL_ACCOUNT);
-	if (!priv->run_start || svmbatch_should_fail()) {
+	if (!priv->run_start || svmbatch_should_fail(-ENOMEM)) {
 		kvfree(priv->run_start);
 		kfree(priv);
 		return NULL;
@@ -411,7 +411,7 @@ int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd)
 	exp_info.size = reg->nr_pages << PAGE_SHIFT;
 	exp_info.flags = cmd->flags & O_RDWR;
 	exp_info.priv = priv;
-	dmabuf = svmbatch_should_fail() ? ERR_PTR(-ENOMEM) :
+	dmabuf = svmbatch_should_fail(-ENOMEM) ? ERR_PTR(-ENOMEM) :
 					  dma_buf_export(&exp_info);
 	if (IS_ERR(dmabuf)) {
 		ret = PTR_ERR(dmabuf);
@@ -419,7 +419,7 @@ int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd)
 	}
 	/* From here the dma-buf owns @priv: its release destroys it. */
 	atomic64_inc(&svmbatch_stats.exports);
-	fd = svmbatch_should_fail() ?
+	fd = svmbatch_should_fail(-EMFILE) ?
 		     -EMFILE :
 		     get_unused_fd_flags(cmd->flags & O_CLOEXEC);
 	if (fd < 0) {

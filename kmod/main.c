@@ -147,7 +147,7 @@ static const struct svmbatch_ioctl_op svmbatch_ioctl_ops[] = {
  */
 int svmbatch_ucmd_respond(struct svmbatch_ucmd *ucmd)
 {
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-EFAULT))
 		return -EFAULT;
 	if (copy_to_user(ucmd->ubuffer, ucmd->cmd,
 			 min_t(size_t, ucmd->user_size, ucmd->cmd_size)))
@@ -170,7 +170,7 @@ static int svmbatch_ioctl_run(struct svmbatch_ctx *ctx,
 
 	ucmd.ctx = ctx;
 	ucmd.ubuffer = (void __user *)arg;
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-EFAULT))
 		return -EFAULT;
 	if (get_user(ucmd.user_size, (u32 __user *)ucmd.ubuffer))
 		return -EFAULT;

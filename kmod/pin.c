@@ -54,7 +54,7 @@ int svmbatch_account_charge(struct mm_struct *mm, u64 npages)
 	u64 limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	s64 cur, next;
 
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return -ENOMEM;
 	if (npages > S64_MAX)
 		return -ENOMEM;
@@ -90,12 +90,12 @@ struct svmbatch_reg *svmbatch_reg_alloc(u32 nr_ranges)
 {
 	struct svmbatch_reg *reg;
 
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return NULL;
 	reg = kzalloc(sizeof(*reg), GFP_KERNEL_ACCOUNT);
 	if (!reg)
 		return NULL;
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		goto err_free;
 	reg->ranges = kvmalloc_array(nr_ranges, sizeof(*reg->ranges),
 				     GFP_KERNEL_ACCOUNT);
@@ -123,7 +123,7 @@ static int svmbatch_runs_grow(struct svmbatch_reg *reg, u64 total_pages)
 	cap = min_t(u64, cap, SVMBATCH_MAX_RUNS);
 	if (cap <= reg->runs_cap)
 		return -ENOMEM;
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return -ENOMEM;
 	runs = kvmalloc_array(cap, sizeof(*runs), GFP_KERNEL_ACCOUNT);
 	if (!runs)
@@ -235,7 +235,7 @@ static int svmbatch_pin_range(struct svmbatch_pinner *p,
 
 	while (npages) {
 		unsigned int chunk = min_t(u64, npages, p->pages_len);
-		bool inject = svmbatch_should_fail();
+		bool inject = svmbatch_should_fail(-EFAULT);
 		int pinned = 0;
 
 		if (fatal_signal_pending(current))
@@ -284,7 +284,7 @@ int svmbatch_reg_pin(struct svmbatch_reg *reg, u64 total_pages,
 	u32 i;
 	int ret = 0;
 
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return -ENOMEM;
 	p.pages = kvmalloc_array(p.pages_len, sizeof(*p.pages), GFP_KERNEL);
 	if (!p.pages)

@@ -137,7 +137,7 @@ int svmbatch_stale_watch(struct svmbatch_reg *reg)
 	u32 i, last;
 	int ret;
 
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return -ENOMEM;
 	reg->by_addr = kvmalloc_array(reg->nr_ranges, sizeof(*reg->by_addr),
 				      GFP_KERNEL_ACCOUNT);
@@ -152,7 +152,7 @@ int svmbatch_stale_watch(struct svmbatch_reg *reg)
 	start = svmbatch_range_start(reg, 0);
 	end = (reg->ranges[last].addr_flags & PAGE_MASK) +
 	      reg->ranges[last].len;
-	if (svmbatch_should_fail())
+	if (svmbatch_should_fail(-ENOMEM))
 		return -ENOMEM;
 	ret = mmu_interval_notifier_insert(&reg->notifier, reg->mm, start,
 					   end - start, &svmbatch_notifier_ops);

@@ -229,11 +229,11 @@ void svmbatch_show_fdinfo(struct seq_file *m, struct svmbatch_ctx *ctx);
 
 /* fault_inject.c: fail the Nth injection point of the armed process */
 #ifdef CONFIG_SVMBATCH_FAULT_INJECTION
-bool svmbatch_should_fail(void);
+bool svmbatch_should_fail(int err);
 bool svmbatch_fake_invalidation(void);
 void svmbatch_fault_debugfs_init(struct dentry *dir);
 #else
-static inline bool svmbatch_should_fail(void)
+static inline bool svmbatch_should_fail(int err)
 {
 	return false;
 }

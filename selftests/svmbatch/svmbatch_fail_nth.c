@@ -44,11 +44,13 @@ FIXTURE_TEARDOWN(fail_nth)
 	svmbatch_fixture_release(self->fd, self->buf, NPAGES);
 }
 
-/* A sweep of the module's own injection points of @_what. */
+/*
+ * A sweep of the module's own injection points of @_what: each failure
+ * must give the errno its point documents (fail_nth_errno).
+ */
 #define MODULE_SWEEP(_what, _fd)					\
 	{								\
 		.what = _what, .path = SVMBATCH_FAIL_NTH, .fd = _fd,	\
-		.errnos = FAIL_NTH_ERRNOS(ENOMEM, EFAULT),		\
 		.max = MAX_ITERS,					\
 	}
 
@@ -104,10 +106,16 @@ TEST_F(fail_nth, knob_basics)
 		TH_LOG("child's REGISTER failed: %d", *child_ret);
 	}
 	EXPECT_EQ(1, fail_nth_get());
+	/* Point 1 is the copy-in of the command struct. */
 	ASSERT_EQ(-1, _test_cmd_register(self->fd, self->r, NR_RANGES,
 					 RANGE_SZ, &reg));
-	EXPECT_TRUE(errno == ENOMEM || errno == EFAULT);
+	EXPECT_EQ(EFAULT, errno);
+	EXPECT_EQ(EFAULT, knob_get(SVMBATCH_FAIL_NTH_ERRNO));
 	EXPECT_EQ(0, fail_nth_get());
+	/* Arming again forgets the errno of the last point fired. */
+	ASSERT_EQ(0, fail_nth_set(1000));
+	EXPECT_EQ(0, knob_get(SVMBATCH_FAIL_NTH_ERRNO));
+	ASSERT_EQ(0, fail_nth_set(0));
 }
 
 TEST_F_TIMEOUT(fail_nth, register_sweep, 600)

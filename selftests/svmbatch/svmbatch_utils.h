@@ -45,6 +45,7 @@
 #define SVMBATCH_DEV		"/dev/svmbatch"
 #define SVMBATCH_CLIENTS	SVMBATCH_DEBUGFS "/clients"
 #define SVMBATCH_FAIL_NTH	SVMBATCH_DEBUGFS "/fail_nth"
+#define SVMBATCH_FAIL_NTH_ERRNO	SVMBATCH_DEBUGFS "/fail_nth_errno"
 #define SVMBATCH_FAKE_INVAL	SVMBATCH_DEBUGFS "/fake_invalidations"
 #define SVMBATCH_SKIP_MSG	"svmbatch module not loaded (/dev/svmbatch missing)"
 #define WRITEBACK_DIR_ENV	"SVMBATCH_WRITEBACK_DIR"
@@ -817,17 +818,19 @@ static inline long fake_invalidations_get(void)
  * own points, per process) or the kernel's /proc/self/task/TID/fail-nth
  * (failslab, fail_page_alloc and fail_usercopy: every should_fail site of
  * the thread).  Every step checks what any injected failure must do: fail
- * the call with one of @errnos, fire the knob, count in injected_failures
- * when the module injected it, and leave nothing behind (VmPin, the
- * module's gauges, @fd's counters).  The test checks the rest in the body
- * of FAIL_NTH_SWEEP().
+ * the call with the errno the point documents (the module's own points
+ * say which in fail_nth_errno; for the kernel's, one of @errnos), fire the
+ * knob, count in injected_failures when the module injected it, and leave
+ * nothing behind (VmPin, the module's gauges, @fd's counters).  The test
+ * checks the rest in the body of FAIL_NTH_SWEEP().
  */
 struct fail_nth {
 	/* Set by the test. */
 	const char *what;	/* the call swept, for the messages */
 	const char *path;	/* the knob */
 	int fd;			/* the svmbatch fd whose fdinfo counts, or -1 */
-	const int *errnos;	/* what a failure may give, 0-terminated */
+	/* The kernel's knob: what a failure may give, 0-terminated. */
+	const int *errnos;
 	unsigned long max;	/* injection points at most */
 	/* The step that the body of FAIL_NTH_SWEEP() looks at. */
 	unsigned long n;	/* the injection point armed */
@@ -939,9 +942,19 @@ static inline bool fail_nth_step(struct __test_metadata *_metadata,
 		return true;
 	}
 	s->failed++;
-	EXPECT_TRUE(fail_nth_errno_allowed(s)) {
-		TH_LOG("%s, point %lu: unexpected %s", s->what, s->n,
-		       strerror(s->err));
+	if (module) {
+		long want = knob_get(SVMBATCH_FAIL_NTH_ERRNO);
+
+		EXPECT_EQ(want, s->err) {
+			TH_LOG("%s, point %lu: %s, but the point gives %s",
+			       s->what, s->n, strerror(s->err),
+			       want > 0 ? strerror(want) : "nothing");
+		}
+	} else {
+		EXPECT_TRUE(fail_nth_errno_allowed(s)) {
+			TH_LOG("%s, point %lu: unexpected %s", s->what, s->n,
+			       strerror(s->err));
+		}
 	}
 	EXPECT_EQ(0, s->left) {
 		TH_LOG("%s, point %lu: failed, but the knob did not fire",
