@@ -102,13 +102,48 @@ build() {
 		--target cuda_device_tests cuda_scatter_read cuda_bench pipeline_bench \
 		gpu_io_loop gpu_io_bench
 }
+# On this machine a GPU is present: a googletest run that skipped a test,
+# or ran none, failed (gtest_all_ran BINARY...).
+gtest_all_ran() {
+	local log rc
+	log=$(mktemp)
+	"$@" 2>&1 | tee "$log"
+	rc=${PIPESTATUS[0]}
+	if ((rc == 0)) && grep -q '^\[  SKIPPED \]' "$log"; then
+		echo "device run: a test skipped on a machine with a GPU"
+		rc=1
+	fi
+	if ((rc == 0)) && ! grep -qE '^\[  PASSED  \] [1-9][0-9]* test' "$log"; then
+		echo "device run: no test passed"
+		rc=1
+	fi
+	rm -f "$log"
+	return "$rc"
+}
+# pytest with the venv's CUDA: no test may skip for want of CUDA, and some
+# must pass (pytest_cuda_ran LOG CMD...).
+pytest_cuda_ran() {
+	local log=$1 rc
+	shift
+	"$@" >"$log" 2>&1
+	rc=$?
+	if ((rc == 0)) && grep -E '^SKIPPED' "$log" | grep -qiE 'no CUDA|without the CUDA'; then
+		echo "device run: a Python test skipped for want of CUDA on a GPU machine" >>"$log"
+		rc=1
+	fi
+	if ((rc == 0)) && ! grep -qE '[1-9][0-9]* passed' "$log"; then
+		echo "device run: no Python test passed" >>"$log"
+		rc=1
+	fi
+	return "$rc"
+}
 step build build >"$OUT/build.log" 2>&1
 tail -20 "$OUT/build.log"
 steps=${SVMBATCH_DEVICE_STEPS:-all}
 want() { [[ $steps == all || ,$steps, == *,$1,* ]]; }
 if want cuda; then
 	step cuda-abi-check cmake --build "$work/build" --target cuda_abi_check
-	step cuda-tests "$work/build/examples/cuda_device_tests" >"$OUT/cuda-tests.log" 2>&1
+	step cuda-tests gtest_all_ran "$work/build/examples/cuda_device_tests" >"$OUT/cuda-tests.log" 2>&1
 	grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) |^#|Failure|Expected|Which|actual' "$OUT/cuda-tests.log" | head -60
 	step cuda_scatter_read "$work/build/examples/cuda_scatter_read" --buffers 2000 --dir /tmp \
 		>"$OUT/cuda_scatter_read.log" 2>&1
@@ -156,15 +191,15 @@ if want torch || want torchbench; then
 	tail -5 "$OUT/python-build.log"
 fi
 if want torch; then
-	step python-tests env PYTHONPATH="$pypath" "$python" -m pytest -p no:cacheprovider -rs \
-		libsvmbatch/python/tests >"$OUT/python-tests.log" 2>&1
+	step python-tests pytest_cuda_ran "$OUT/python-tests.log" env PYTHONPATH="$pypath" \
+		"$python" -m pytest -p no:cacheprovider -rs libsvmbatch/python/tests
 	tail -30 "$OUT/python-tests.log"
 	torch_cpp() {
 		cmake -S libsvmbatch -B "$work/torch-build" "${generator[@]}" \
 			-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSVMBATCH_CLI=OFF -DSVMBATCH_EXAMPLES=OFF \
 			-DCMAKE_PREFIX_PATH="$deps;$work/gtest;$("$python" -c 'import torch; print(torch.utils.cmake_prefix_path)')" &&
 		cmake --build "$work/torch-build" -j "$(nproc)" --target svmbatch_torch_tests &&
-		"$work/torch-build/tests/svmbatch_torch_tests"
+		gtest_all_ran "$work/torch-build/tests/svmbatch_torch_tests"
 	}
 	step torch-cpp-tests torch_cpp >"$OUT/torch-cpp-tests.log" 2>&1
 	tail -8 "$OUT/torch-cpp-tests.log"
