@@ -6,7 +6,10 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <svmbatch/svmbatch.hpp>
@@ -20,6 +23,38 @@ namespace {
 
 using test::expect_error;
 
+using Span = std::pair<std::uintptr_t, std::size_t>; // address, length
+
+// The ranges that buffers (address, length) must become: rounded out to
+// pages, sorted, merged where their pages touch or overlap
+// (src/core/range_plan.hpp; no range here nears max_range_bytes).
+std::vector<Span> page_ranges(const std::vector<Span> &spans)
+{
+	const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+	std::vector<Span> pages; // [begin, end)
+	for (const auto &[addr, len] : spans)
+		pages.emplace_back(addr / page * page, (addr + len + page - 1) / page * page);
+	std::sort(pages.begin(), pages.end());
+	std::vector<Span> merged;
+	for (const auto &[begin, end] : pages) {
+		if (!merged.empty() && begin <= merged.back().second)
+			merged.back().second = std::max<std::uintptr_t>(merged.back().second, end);
+		else
+			merged.emplace_back(begin, end);
+	}
+	for (auto &[begin, end] : merged)
+		end -= begin;
+	return merged;
+}
+
+std::vector<Span> registered_ranges(const Registration &reg)
+{
+	std::vector<Span> out;
+	for (const KernelRange &r : reg.ranges())
+		out.emplace_back(r.addr, r.len);
+	return out;
+}
+
 TEST(TorchPin, EveryStorageOnceAndTheTensorsKeptAlive)
 {
 	Context ctx = test::make_context();
@@ -30,11 +65,19 @@ TEST(TorchPin, EveryStorageOnceAndTheTensorsKeptAlive)
 	tensors.push_back(base.slice(0, 10, 20)); // the same storage again
 	tensors.push_back(at::empty({0})); // nothing to register
 	const void *first = base.data_ptr();
+	// Wherever the allocator put the 100 storages: the ranges their
+	// pages make.
+	std::vector<Span> storages;
+	for (int i = 0; i < 100; i++)
+		storages.emplace_back(reinterpret_cast<std::uintptr_t>(tensors[i].data_ptr()),
+				      tensors[i].nbytes());
+	const std::vector<Span> expected = page_ranges(storages);
 
 	torch::PinnedTensors pinned = torch::pin(ctx, std::move(tensors));
 	base.reset();
 	EXPECT_EQ(pinned.registration().buffers().size(), 100u);
-	EXPECT_LE(pinned.ranges(), 100u);
+	EXPECT_EQ(registered_ranges(pinned.registration()), expected);
+	EXPECT_EQ(pinned.ranges(), expected.size());
 	EXPECT_EQ(pinned.buffer_of(100), pinned.buffer_of(0));
 	EXPECT_EQ(pinned.buffer_of(101), Error::no_index);
 	EXPECT_EQ(pinned.registration().buffers()[pinned.buffer_of(0)].ptr, first);
@@ -43,6 +86,47 @@ TEST(TorchPin, EveryStorageOnceAndTheTensorsKeptAlive)
 	EXPECT_EQ(pinned.mapping(), nullptr);
 	torch::PinnedTensors moved = std::move(pinned);
 	EXPECT_EQ(moved.tensors().size(), 102u);
+}
+
+// Storages of a known layout, in pages of one mapping: [0, 2), [2, 3) and
+// [3, 5) touch (one range); page 5 is a gap; [6, 8) and 100 bytes at 8
+// share their pages' edge (one range); two pieces of page 10 overlap once
+// rounded to pages (one range).  7 storages, 3 ranges.
+TEST(TorchPin, TouchingStoragesMerge)
+{
+	Context ctx = test::make_context();
+	const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+	void *mem = ::mmap(nullptr, 12 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			   -1, 0);
+	ASSERT_NE(mem, MAP_FAILED);
+	const auto base = reinterpret_cast<std::uintptr_t>(mem);
+	const std::vector<Span> layout{
+		{0, 2 * page},
+		{2 * page, page},
+		{3 * page, 2 * page},
+		{6 * page, 2 * page},
+		{8 * page, 100},
+		{10 * page + 200, 100},
+		{10 * page + 1000, 1000},
+	};
+	std::vector<at::Tensor> tensors;
+	std::vector<Span> spans;
+	for (const auto &[off, len] : layout) {
+		tensors.push_back(at::from_blob(static_cast<char *>(mem) + off,
+						{static_cast<std::int64_t>(len)}, at::kByte));
+		spans.emplace_back(base + off, len);
+	}
+	{
+		torch::PinnedTensors pinned = torch::pin(ctx, std::move(tensors));
+		EXPECT_EQ(pinned.registration().buffers().size(), 7u);
+		EXPECT_EQ(pinned.ranges(), 3u);
+		const std::vector<Span> want{{base, 5 * page},
+					     {base + 6 * page, 3 * page},
+					     {base + 10 * page, page}};
+		EXPECT_EQ(registered_ranges(pinned.registration()), want);
+		EXPECT_EQ(page_ranges(spans), want);
+	}
+	::munmap(mem, 12 * page);
 }
 
 TEST(TorchPin, AFailureNamesTheTensorAndLeavesNothing)
