@@ -7,7 +7,9 @@
 # that vanished, a plan other than the collection's, misnumbered results,
 # a death outside a test, two plans), each of which must fail; a missing
 # test binary must fail; lib.sh's tap_plan/tap_done must catch a shell
-# runner that ran other than it planned.  Prints TAP.
+# runner that ran other than it planned; tools/vmtest/parse-log.sh, the
+# guests' judge, must fail an executable short of its plan and one with
+# 1..0 that did not skip.  Prints TAP.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=tools/lib.sh
@@ -17,7 +19,7 @@ cd "$(dirname "$0")/.." || exit 1
 TAP_LOGDIR=$(mktemp -d)
 trap 'rm -rf "$TAP_LOGDIR"' EXIT
 
-tap_plan 15
+tap_plan 18
 
 # judged DESCRIPTION LOG-TEXT RC PLAN "P F S" [PROBLEM-REGEX]: tap_judge of
 # LOG-TEXT gives those counts, and a problem matching PROBLEM-REGEX (or,
@@ -87,5 +89,25 @@ tap_judge "$TAP_LOGDIR/runner" 0
 [[ "$tap_passed $tap_failed" == "2 0" ]] && ((${#tap_problems[@]} == 0)) &&
 	[[ $(head -n 1 "$TAP_LOGDIR/runner") == 1..2 ]]
 tap_ok "tap_plan states the plan first, as tap_judge wants it" "$TAP_LOGDIR/runner"
+
+# parse-log.sh over console logs made up of its markers.
+guest_log() {	# guest_log TEXT: parse-log.sh's last line for a guest that printed TEXT
+	printf '%b' "$1SVMBATCH-VMTEST-DONE\n" >"$TAP_LOGDIR/console"
+	tools/vmtest/parse-log.sh --kernel fx --module-loaded 0 "$TAP_LOGDIR/console" \
+		>"$TAP_LOGDIR/verdict" 2>&1
+	echo "rc=$? $(tail -n 1 "$TAP_LOGDIR/verdict")"
+}
+b='SVMBATCH-VMTEST-BEGIN' e='SVMBATCH-VMTEST-END'
+got=$(guest_log "$b a\n1..2\nok 1 x\nok 2 y # SKIP z\n$e a rc=0\n$b s\n1..0 # SKIP no vgem\n$e s rc=4\n")
+[[ $got == "rc=0 vmtest fx: 1 passed, 0 failed, 2 skipped" ]]
+tap_ok "parse-log: a sound guest, a whole-file skip (rc 4) counted ($got)" "$TAP_LOGDIR/verdict"
+got=$(guest_log "$b a\n1..3\nok 1 x\n$e a rc=0\n")
+[[ $got == "rc=1 vmtest fx: 1 passed, 1 failed, 0 skipped" ]] &&
+	grep -q 'a: plan 1..3 but 1 results' "$TAP_LOGDIR/verdict"
+tap_ok "parse-log: an executable short of its plan fails ($got)" "$TAP_LOGDIR/verdict"
+got=$(guest_log "$b a\n1..0\n$e a rc=0\n")
+[[ $got == "rc=1 vmtest fx: 0 passed, 1 failed, 0 skipped" ]] &&
+	grep -q 'a: plan 1..0 with exit status 0' "$TAP_LOGDIR/verdict"
+tap_ok "parse-log: 1..0 without the skip status fails ($got)" "$TAP_LOGDIR/verdict"
 
 tap_done tap-runner-test

@@ -130,6 +130,9 @@ function judge(t,   r, verdict, endl) {
 	} else if (plan[t] != results[t] + 0) {
 		fail(t ": plan 1.." plan[t] " but " results[t] + 0 " results between log lines " begin_line[t] " and " ended[t])
 		verdict = "FAIL"
+	} else if (plan[t] == 0 && r != 4) {
+		# 1..0 is a whole-file skip only with the skip status (4).
+		fail(t ": plan 1..0 with exit status " r ": no test ran, and it did not skip"); verdict = "FAIL"
 	}
 	if (nfail[t]) {
 		reason(t ": " nfail[t] " subtest(s) not ok")  # counted as subtests
