@@ -5,12 +5,15 @@
 #
 # usage: mkinitramfs.sh --kernel-dir DIR --module PATH|none -o OUT
 #                       [--kmod NAME]... [--optional-kmod NAME]...
-#                       [--file SRC:DST]... [--tests FILE...]
+#                       [--file SRC:DST]... [--expect NAME]... [--tests FILE...]
 #
 #   --kernel-dir  tree printed by `kernels.sh fetch` (boot/ + lib/modules/<abi>/)
 #   --module      svmbatch.ko for that ABI; "none" only for runner self-tests
 #   --kmod        extra kernel module to ship and load (repeatable)
 #   --optional-kmod  the same, skipped with a note where the kernel lacks it
+#   --expect      a feature the guest is built to have, for SVMBATCH_EXPECT
+#                 (init): its tests fail rather than skip where it is
+#                 absent (repeatable; vgem is always expected)
 #   --file        file SRC (symlinks followed) at absolute path DST, with its
 #                 shared libraries (repeatable)
 #   --tests       test executables, run in the given order; everything after
@@ -36,6 +39,9 @@ GUEST_LIBDIR=/usr/lib/svmbatch-tests
 # Modules loaded by init, in this order. crc32c is ext4's soft dependency
 # (modules.softdep), which modules.dep does not list.
 BASE_KMODS=(vgem loop crc32c_generic crc32c-intel ext4)
+# Features every guest has (from BASE_KMODS, which add_kmod refuses to
+# leave out): /etc/vmtest/expect, which init exports as SVMBATCH_EXPECT.
+BASE_EXPECT=(vgem)
 
 die() {
 	echo "mkinitramfs.sh: $*" >&2
@@ -43,7 +49,7 @@ die() {
 }
 
 usage() {
-	sed -n '5,15s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '5,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 
@@ -197,6 +203,16 @@ install_files() {
 	done
 }
 
+# What the guest is built to have, one name a line, for init.
+write_expect() {
+	local e
+	: >"$ROOT/etc/vmtest/expect"
+	for e in "${BASE_EXPECT[@]}" "${EXPECTS[@]}"; do
+		[[ $e =~ ^[a-z0-9_-]+$ ]] || die "--expect $e: want a name of [a-z0-9_-]"
+		echo "$e" >>"$ROOT/etc/vmtest/expect"
+	done
+}
+
 install_svmbatch() {
 	[[ $MODULE == none ]] && return 0
 	[[ -f $MODULE ]] || die "module $MODULE not found"
@@ -241,7 +257,7 @@ pack() {
 }
 
 main() {
-	KDIR='' MODULE='' OUT='' TESTS=() EXTRA_KMODS=() OPTIONAL_KMODS=() FILES=()
+	KDIR='' MODULE='' OUT='' TESTS=() EXTRA_KMODS=() OPTIONAL_KMODS=() FILES=() EXPECTS=()
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--kernel-dir) KDIR=$2; shift 2 ;;
@@ -249,6 +265,7 @@ main() {
 		--kmod) EXTRA_KMODS+=("$2"); shift 2 ;;
 		--optional-kmod) OPTIONAL_KMODS+=("$2"); shift 2 ;;
 		--file) FILES+=("$2"); shift 2 ;;
+		--expect) EXPECTS+=("$2"); shift 2 ;;
 		-o | --out) OUT=$2; shift 2 ;;
 		--tests) shift; TESTS=("$@"); break ;;
 		*) usage ;;
@@ -285,6 +302,7 @@ main() {
 		fi
 	done
 	install_svmbatch
+	write_expect
 	make_ld_cache
 	check_tmp_empty
 	regen_modules_dep

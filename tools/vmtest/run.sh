@@ -6,7 +6,7 @@
 # usage: run.sh --kernel KERNEL --module PATH|none [--timeout S]
 #               [--test-timeout S] [--log FILE] [--mem MB] [--cmdline EXTRA]
 #               [--kmod NAME]... [--optional-kmod NAME]... [--file SRC:DST]...
-#               [--verbose] TEST_EXECUTABLE...
+#               [--expect NAME]... [--verbose] TEST_EXECUTABLE...
 #
 #   --kernel        a kernel family of tools/lib.sh, or debug (kernels.sh)
 #   --module        svmbatch.ko built for that kernel; "none" skips insmod and
@@ -22,6 +22,9 @@
 #                   the tests that need it say why they skip where it lacks it
 #   --file          also ship file SRC as DST in the guest, with its shared
 #                   libraries (repeatable; for what tests call by path)
+#   --expect        a feature this guest is built to have (repeatable):
+#                   init exports SVMBATCH_EXPECT=vgem,NAME,..., and the
+#                   tests that find it absent fail instead of skipping
 #   --verbose       also stream the console to stderr while it runs
 #
 # Environment: SVMBATCH_ACCEL=tcg|kvm skips the KVM probe; SVMBATCH_CACHE
@@ -56,7 +59,7 @@ die() {
 
 parse_args() {
 	KERNEL='' MODULE='' TIMEOUT=1500 TEST_TIMEOUT=900 LOG='' MEM=2048
-	EXTRA_CMDLINE='' VERBOSE=0 KMODS=() FILES=() TESTS=()
+	EXTRA_CMDLINE='' VERBOSE=0 KMODS=() FILES=() EXPECTS=() TESTS=()
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--kernel) KERNEL=$2; shift 2 ;;
@@ -69,6 +72,7 @@ parse_args() {
 		--kmod) KMODS+=(--kmod "$2"); shift 2 ;;
 		--optional-kmod) KMODS+=(--optional-kmod "$2"); shift 2 ;;
 		--file) FILES+=(--file "$2"); shift 2 ;;
+		--expect) EXPECTS+=(--expect "$2"); shift 2 ;;
 		--verbose) VERBOSE=1; shift ;;
 		--) shift; TESTS+=("$@"); break ;;
 		-*) usage ;;
@@ -228,6 +232,7 @@ main() {
 
 	WORK=$(mktemp -d)
 	"$HERE/mkinitramfs.sh" --kernel-dir "$kdir" --module "$MODULE" "${KMODS[@]}" "${FILES[@]}" \
+		"${EXPECTS[@]}" \
 		-o "$WORK/initramfs.gz" --tests "${TESTS[@]}"
 
 	local attempt verdict rc
