@@ -2,6 +2,7 @@
 #include "test_util.hpp"
 
 #include <fcntl.h>
+#include <glob.h>
 #include <linux/capability.h>
 #include <sys/syscall.h>
 #include <unistd.h>
@@ -9,8 +10,10 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <optional>
 #include <stdexcept>
+#include <sstream>
 #include <string_view>
 #include <vector>
 
@@ -103,6 +106,97 @@ ScratchFile::~ScratchFile()
 		::close(fd_);
 	if (!path_.empty())
 		::unlink(path_.c_str());
+}
+
+std::string expect_list()
+{
+	const char *e = std::getenv("SVMBATCH_EXPECT");
+
+	return e ? e : "";
+}
+
+bool expected_here(const std::string &feature)
+{
+	std::stringstream list(expect_list());
+	std::string item;
+
+	while (std::getline(list, item, ','))
+		if (item == feature)
+			return true;
+	return false;
+}
+
+bool has_capability(int cap)
+{
+	__user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+	__user_cap_data_struct data[2]{};
+
+	if (::syscall(SYS_capget, &hdr, data))
+		return false;
+	return data[cap / 32].effective & (1u << (cap % 32));
+}
+
+namespace {
+
+/// The directories an ld.so.conf file lists, following its includes.
+void ld_conf_dirs(const std::string &file, std::vector<std::string> &dirs, int depth = 0)
+{
+	std::ifstream in(file);
+	std::string line;
+
+	while (depth < 4 && std::getline(in, line)) {
+		line = line.substr(0, line.find('#'));
+		std::stringstream words(line);
+		std::string word, pattern;
+		if (!(words >> word))
+			continue;
+		if (word != "include") {
+			dirs.push_back(word);
+			continue;
+		}
+		while (words >> pattern) {
+			if (pattern[0] != '/')
+				pattern = "/etc/" + pattern;
+			::glob_t g{};
+			if (::glob(pattern.c_str(), 0, nullptr, &g) == 0)
+				for (std::size_t i = 0; i < g.gl_pathc; i++)
+					ld_conf_dirs(g.gl_pathv[i], dirs, depth + 1);
+			::globfree(&g);
+		}
+	}
+}
+
+} // namespace
+
+std::string find_library(const std::string &soname, std::string *probed)
+{
+	std::vector<std::string> dirs;
+	if (const char *env = std::getenv("LD_LIBRARY_PATH")) {
+		std::stringstream list(env);
+		std::string d;
+		while (std::getline(list, d, ':'))
+			if (!d.empty())
+				dirs.push_back(d);
+	}
+	ld_conf_dirs("/etc/ld.so.conf", dirs);
+#if defined(__x86_64__)
+	for (const char *d : {"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu"})
+		dirs.emplace_back(d);
+#elif defined(__aarch64__)
+	for (const char *d : {"/lib/aarch64-linux-gnu", "/usr/lib/aarch64-linux-gnu"})
+		dirs.emplace_back(d);
+#endif
+	for (const char *d : {"/lib64", "/usr/lib64", "/lib", "/usr/lib"})
+		dirs.emplace_back(d);
+
+	probed->clear();
+	for (const std::string &d : dirs) {
+		std::string path = d + "/" + soname;
+		if (::access(path.c_str(), F_OK) == 0)
+			return path;
+		*probed += (probed->empty() ? "" : ", ") + d;
+	}
+	return "";
 }
 
 bool drop_cap_ipc_lock()

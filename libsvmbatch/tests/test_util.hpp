@@ -47,6 +47,37 @@ bool kernel_available();
 			GTEST_SKIP() << "no /dev/svmbatch";                                  \
 	} while (0)
 
+/// What this machine was built to have, from SVMBATCH_EXPECT: a comma
+/// separated list (e.g. "vgem,rxe") that the guest runner's /init exports
+/// from what mkinitramfs.sh shipped (--expect, tools/vmtest/).  Unset on a
+/// host.  Where a feature is expected, its absence is a failure, not a skip.
+bool expected_here(const std::string &feature);
+
+/// SVMBATCH_EXPECT as it is ("" when unset), for messages.
+std::string expect_list();
+
+/// In a test or SetUp(): `feature` is absent here, as the probe that says
+/// `why` found.  Skips with why, unless this machine is expected to have
+/// the feature (expected_here): then fails.
+#define SVMBATCH_SKIP_ABSENT(feature, why)                                                     \
+	do {                                                                                   \
+		if (::svmbatch::test::expected_here(feature))                                  \
+			GTEST_FAIL()                                                           \
+				<< (feature) << " is absent (" << (why)                        \
+				<< "), but this machine is built to have it (SVMBATCH_EXPECT=" \
+				<< ::svmbatch::test::expect_list() << ")";                     \
+		GTEST_SKIP() << (why);                                                         \
+	} while (0)
+
+/// Whether this process's effective capability set holds cap.
+bool has_capability(int cap);
+
+/// The file the dynamic loader would map for soname, or "" when there is
+/// none; *probed says where it looked (LD_LIBRARY_PATH, the directories of
+/// /etc/ld.so.conf and /etc/ld.so.conf.d, then the system directories).
+/// Tells "the runtime is not installed" from "it is there and failed".
+std::string find_library(const std::string &soname, std::string *probed);
+
 /// process_pinned_bytes() once done(it) holds, or after timeout_ms (then
 /// the last value): io_uring drops its pins from a worker after a ring
 /// exits, so VmPin settles later.
