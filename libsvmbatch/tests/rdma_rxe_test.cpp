@@ -7,16 +7,23 @@
 // for its own addresses) and move bytes with RDMA WRITE and READ.  Also:
 // rxe takes no dma-buf memory regions, so Auto falls back with EOPNOTSUPP;
 // a region that fails mid-way rolls back (VmPin says so); a stale
-// registration's replacement carries the new pages.  Skips where no RDMA
-// device can be had (the build host).
+// registration's replacement carries the new pages.  Skips only where this
+// machine lacks what rxe needs (the kernel's rdma_rxe, rxe's provider,
+// iproute2, CAP_NET_ADMIN: the skip names the probe), and fails there too
+// where the guest runner built the machine to have it (SVMBATCH_EXPECT has
+// rxe); any setup step that fails is a failure with its output.
 #include <gtest/gtest.h>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <glob.h>
 #include <infiniband/verbs.h>
+#include <linux/capability.h>
 #include <poll.h>
 #include <spawn.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -25,6 +32,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -52,79 +60,178 @@ constexpr const char *netdev = "svmb0";
 constexpr const char *rxe_name = "svmb_rxe0";
 constexpr const char *ip_addr = "10.199.0.1";
 
-/// Run a tool of tool_dir; its exit status (-1 if it did not start).
-int run_tool(std::vector<std::string> argv)
+/// A tool's path: the guest runner's copy in tool_dir, else iproute2's or
+/// kmod's own place on a host; "" when none is there.
+std::string tool_path(const std::string &name)
 {
-	argv[0] = std::string(tool_dir) + "/" + argv[0];
+	for (const char *dir : {tool_dir, "/usr/sbin", "/usr/bin", "/sbin"}) {
+		std::string p = std::string(dir) + "/" + name;
+		if (::access(p.c_str(), X_OK) == 0)
+			return p;
+	}
+	return "";
+}
+
+/// Run argv (argv[0] by tool_path); "" when it exited 0, else the command,
+/// how it ended and what it printed.
+std::string run_tool(std::vector<std::string> argv)
+{
+	std::string cmd;
+	for (const auto &w : argv)
+		cmd += (cmd.empty() ? "" : " ") + w;
+	argv[0] = tool_path(argv[0]);
+	if (argv[0].empty())
+		return cmd + ": not found in " + tool_dir + ", /usr/sbin, /usr/bin or /sbin";
 	std::vector<char *> args;
 	args.reserve(argv.size() + 1);
 	for (std::string &a : argv)
 		args.push_back(a.data());
 	args.push_back(nullptr);
-	pid_t pid;
-	if (::posix_spawn(&pid, args[0], nullptr, nullptr, args.data(), environ))
-		return -1;
+
+	int out[2];
+	if (::pipe2(out, O_CLOEXEC))
+		return cmd + ": pipe: " + std::strerror(errno);
+	posix_spawn_file_actions_t fa;
+	posix_spawn_file_actions_init(&fa);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+	posix_spawn_file_actions_adddup2(&fa, out[1], 2);
+	pid_t pid = -1;
+	int err = ::posix_spawn(&pid, args[0], &fa, nullptr, args.data(), environ);
+	posix_spawn_file_actions_destroy(&fa);
+	::close(out[1]);
+	std::string text;
+	char chunk[512];
+	for (ssize_t n; err == 0 && (n = ::read(out[0], chunk, sizeof(chunk))) > 0;)
+		text.append(chunk, static_cast<std::size_t>(n));
+	::close(out[0]);
+	if (err)
+		return cmd + ": cannot run " + args[0] + ": " + std::strerror(err);
 	int status = 0;
-	if (::waitpid(pid, &status, 0) != pid || !WIFEXITED(status))
-		return -1;
-	return WEXITSTATUS(status);
+	if (::waitpid(pid, &status, 0) != pid)
+		return cmd + ": waitpid: " + std::strerror(errno);
+	if (WIFEXITED(status) && WEXITSTATUS(status) == 0)
+		return "";
+	std::string how = WIFEXITED(status) ? "exit status " + std::to_string(WEXITSTATUS(status)) :
+					      "signal " + std::to_string(WTERMSIG(status));
+	while (!text.empty() && text.back() == '\n')
+		text.pop_back();
+	return cmd + ": " + how + (text.empty() ? ", no output" : ": " + text);
 }
 
-/// The rxe device, made once per process: a dummy netdev with an IPv4
-/// address and an rxe link on it.  "" when that cannot be done, and why.
-std::string make_rxe_device(std::string *why);
-
-std::string rxe_device(std::string *why)
+/// Whether file has a line that line_matches.
+template <typename Match> bool file_has_line(const std::string &file, Match line_matches)
 {
-	static std::string device, reason;
-	static bool done = false;
+	std::ifstream in(file);
+	std::string line;
+	while (std::getline(in, line))
+		if (line_matches(line))
+			return true;
+	return false;
+}
 
-	if (!done) {
-		device = make_rxe_device(&reason);
-		done = true;
-	}
-	*why = reason;
+/// Where this kernel has rdma_rxe: "loaded" (or built in, with its
+/// /sys/module entry), "built in" (modules.builtin), "module" (modules.dep:
+/// can be loaded), or "" (nowhere: the kernel lacks it).
+std::string rxe_in_kernel(std::string *probed)
+{
+	::utsname u{};
+	::uname(&u);
+	const std::string dir = std::string("/lib/modules/") + u.release;
+	*probed = "/sys/module/rdma_rxe, " + dir + "/modules.builtin, " + dir + "/modules.dep";
+	if (::access("/sys/module/rdma_rxe", F_OK) == 0)
+		return "loaded";
+	auto is_rxe = [](const std::string &path) {
+		const std::size_t slash = path.rfind('/');
+		const std::string base = path.substr(slash == std::string::npos ? 0 : slash + 1);
+		return base.starts_with("rdma_rxe.ko");
+	};
+	if (file_has_line(dir + "/modules.builtin", is_rxe))
+		return "built in";
+	if (file_has_line(dir + "/modules.dep",
+			  [&](const std::string &l) { return is_rxe(l.substr(0, l.find(':'))); }))
+		return "module";
+	return "";
+}
+
+/// rxe's libibverbs provider: its driver file and its library.  *probed
+/// says what was looked for.
+bool rxe_provider_installed(std::string *probed)
+{
+	const char *driver = "/etc/libibverbs.d/rxe.driver";
+	const char *libs = "/usr/lib{,64,/*}/libibverbs/librxe-rdmav*.so";
+	*probed = std::string(driver) + " or " + libs;
+	::glob_t g{};
+	const bool lib = ::glob(libs, GLOB_BRACE, nullptr, &g) == 0;
+	::globfree(&g);
+	return ::access(driver, F_OK) == 0 && lib;
+}
+
+/// The rxe device, or why there is none: absent (this machine lacks
+/// something rxe needs, as the probe in why found) or failed (a setup step
+/// failed: the step and its output).
+struct RxeDevice {
+	std::string name;
+	bool absent = false;
+	std::string why;
+};
+
+RxeDevice make_rxe_device();
+
+/// The rxe device, made once per process: a dummy netdev with an IPv4
+/// address and an rxe link on it.
+const RxeDevice &rxe_device()
+{
+	static const RxeDevice device = make_rxe_device();
 	return device;
 }
 
-std::string make_rxe_device(std::string *why)
+RxeDevice make_rxe_device()
 {
 	std::unique_ptr<ibv_device *, decltype(&ibv_free_device_list)> list(nullptr,
 									    ibv_free_device_list);
 	int n = 0;
-	auto find = [&]() -> std::string {
+	auto find = [&]() -> bool {
 		list.reset(ibv_get_device_list(&n));
 		for (int i = 0; list && i < n; i++)
 			if (std::string(ibv_get_device_name(list.get()[i])) == rxe_name)
-				return rxe_name;
-		return "";
+				return true;
+		return false;
 	};
-	if (!find().empty())
-		return rxe_name;
-	if (::access((std::string(tool_dir) + "/rdma").c_str(), X_OK)) {
-		*why = "no RDMA device, and no rdma tool in " + std::string(tool_dir) +
-		       " to make a soft-RoCE one (the guest runner ships it)";
-		return "";
-	}
-	const std::vector<std::vector<std::string>> steps = {
-		{"ip", "link", "set", "lo", "up"},
-		{"ip", "link", "add", netdev, "type", "dummy"},
-		{"ip", "addr", "add", std::string(ip_addr) + "/24", "dev", netdev},
-		{"ip", "link", "set", netdev, "up"},
-		{"rdma", "link", "add", rxe_name, "type", "rxe", "netdev", netdev},
-	};
+	if (find())
+		return {rxe_name, false, ""};
+
+	/* What this machine lacks: each probe names what it looked at. */
+	std::string probed;
+	const std::string kernel = rxe_in_kernel(&probed);
+	if (kernel.empty())
+		return {"", true, "this kernel has no rdma_rxe (not in " + probed + ")"};
+	if (!rxe_provider_installed(&probed))
+		return {"", true, "libibverbs has no rxe provider (no " + probed + ")"};
+	for (const char *tool : {"ip", "rdma"})
+		if (tool_path(tool).empty())
+			return {"", true,
+				std::string("no iproute2 ") + tool + " (" + run_tool({tool}) + ")"};
+	if (!test::has_capability(CAP_NET_ADMIN))
+		return {"", true, "no CAP_NET_ADMIN to add the dummy netdev and the rxe link"};
+
+	/* Everything is here: from now on, a step that fails is a failure. */
+	std::vector<std::vector<std::string>> steps;
+	if (kernel == "module")
+		steps.push_back({"modprobe", "rdma_rxe"});
+	steps.push_back({"ip", "link", "set", "lo", "up"});
+	steps.push_back({"ip", "link", "add", netdev, "type", "dummy"});
+	steps.push_back({"ip", "addr", "add", std::string(ip_addr) + "/24", "dev", netdev});
+	steps.push_back({"ip", "link", "set", netdev, "up"});
+	steps.push_back({"rdma", "link", "add", rxe_name, "type", "rxe", "netdev", netdev});
 	for (const auto &s : steps)
-		if (run_tool(s)) {
-			std::string cmd;
-			for (const auto &w : s)
-				cmd += " " + w;
-			*why = "soft-RoCE setup failed:" + cmd;
-			return "";
-		}
-	if (find().empty())
-		*why = "rdma link add succeeded but libibverbs lists no " + std::string(rxe_name) +
-		       " (is rxe's provider, librxe-rdmav*.so, there?)";
-	return find();
+		if (std::string failed = run_tool(s); !failed.empty())
+			return {"", false, "soft-RoCE setup failed: " + failed};
+	if (!find())
+		return {"", false,
+			"rdma link add succeeded but libibverbs lists no " + std::string(rxe_name) +
+				" (" + std::to_string(n) +
+				" devices; rxe's provider is installed)"};
+	return {rxe_name, false, ""};
 }
 
 /// The GID index of ip_addr (IPv4-mapped, RoCE v2) on port 1.
@@ -363,10 +470,11 @@ class Rxe : public ::testing::Test {
 protected:
 	void SetUp() override
 	{
-		std::string why;
-		device_ = rxe_device(&why);
-		if (device_.empty())
-			GTEST_SKIP() << why;
+		const RxeDevice &d = rxe_device();
+		if (d.absent)
+			SVMBATCH_SKIP_ABSENT("rxe", d.why);
+		ASSERT_FALSE(d.name.empty()) << d.why;
+		device_ = d.name;
 	}
 	std::string device_;
 };
