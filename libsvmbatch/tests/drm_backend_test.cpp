@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <svmbatch/svmbatch.hpp>
@@ -88,9 +89,11 @@ protected:
 	{
 		vgem_ = open_vgem();
 		if (!vgem_)
-			GTEST_SKIP()
-				<< "no vgem DRM device (the guests load vgem; this machine has "
-				<< (have_drm_nodes() ? "no vgem" : "no /dev/dri") << ")";
+			SVMBATCH_SKIP_ABSENT("vgem",
+					     std::string("no vgem DRM device: ") +
+						     (have_drm_nodes() ?
+							      "no node of /dev/dri is vgem" :
+							      "no /dev/dri"));
 	}
 	std::unique_ptr<DrmBackend> vgem_;
 };

@@ -991,7 +991,8 @@ static inline void fail_nth_end(struct __test_metadata *_metadata,
 
 /* ------------------------------------------------------------------- vgem */
 
-#define VGEM_SKIP_MSG "no vgem device in /dev/dri (CONFIG_DRM_VGEM, module vgem)"
+#define VGEM_SKIP_MSG \
+	"no vgem device among /dev/dri/card0-15 (CONFIG_DRM_VGEM, module vgem)"
 
 /* The vgem card node, or -1. */
 static inline int open_vgem(void)
@@ -1016,10 +1017,39 @@ static inline int open_vgem(void)
 	return -1;
 }
 
-/* A vgem card node in @_vgem, or SKIP the test. */
+/*
+ * Is @what in SVMBATCH_EXPECT, the comma separated list of what the test
+ * guest was built to have (tools/vmtest/init exports it)?  There, an
+ * absence is a failure, not a skip.
+ */
+static inline bool svmbatch_expects(const char *what)
+{
+	const char *list = getenv("SVMBATCH_EXPECT");
+	size_t n = strlen(what);
+
+	while (list && *list) {
+		if (!strncmp(list, what, n) && (list[n] == ',' || !list[n]))
+			return true;
+		list = strchr(list, ',');
+		if (list)
+			list++;
+	}
+	return false;
+}
+
+/*
+ * A vgem card node in @_vgem, or SKIP the test: unless the guest was built
+ * with vgem (SVMBATCH_EXPECT), where no vgem node fails it.
+ */
 #define vgem_open_or_skip(_vgem)					\
 	do {								\
 		_vgem = open_vgem();					\
+		if (_vgem < 0 && svmbatch_expects("vgem")) {		\
+			ASSERT_LE(0, _vgem) {				\
+				TH_LOG("%s, in a guest built with vgem",	\
+				       VGEM_SKIP_MSG);			\
+			}						\
+		}							\
 		if (_vgem < 0)						\
 			SKIP(return, VGEM_SKIP_MSG);			\
 	} while (0)
