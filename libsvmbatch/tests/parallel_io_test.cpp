@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <linux/capability.h>
 #include <liburing.h>
+#include <sys/ioctl.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -501,9 +502,9 @@ TEST_F(ParallelIoTest, ODirectWritesAlignedRequestsAndRefusesOthers)
 }
 
 /*
- * cancel(): reads blocked on an empty pipe end with ECANCELED, the file's
- * requests complete or are cancelled, nothing hangs, and the Reader works
- * again afterwards.
+ * cancel(): reads blocked on a pipe, each shown to be in flight by a byte
+ * it took, end with ECANCELED, the file's requests complete or are
+ * cancelled, nothing hangs, and the Reader works again afterwards.
  */
 TEST_F(ParallelIoTest, CancelEndsBlockedReadsAndTheReaderGoesOn)
 {
@@ -519,17 +520,38 @@ TEST_F(ParallelIoTest, CancelEndsBlockedReadsAndTheReaderGoesOn)
 		for (std::size_t i = 0; i < b.size(); i++)
 			rq.push_back({i % 2 ? p.fds[0] : file.fd(), i * 8192, b[i].size(), i, 0});
 		IoBatch batch = r.start(rq);
-		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		/* Proof that the pipe reads are in flight, not merely queued: a
+		 * byte written into the pipe is taken (FIONREAD drops back to 0)
+		 * only by a read the kernel holds.  One byte per pipe request,
+		 * each waited for (bounded); a short read goes on for the rest,
+		 * so every pipe request stays unfinished. */
+		const std::size_t pipe_requests = rq.size() / 2;
+		for (std::size_t k = 0; k < pipe_requests; k++) {
+			ASSERT_EQ(::write(p.fds[1], "x", 1), 1);
+			int queued = 1;
+			for (int waited = 0; queued > 0 && waited < 10000; waited++) {
+				ASSERT_EQ(::ioctl(p.fds[0], FIONREAD, &queued), 0);
+				if (queued > 0)
+					std::this_thread::sleep_for(std::chrono::milliseconds(1));
+			}
+			ASSERT_EQ(queued, 0) << "byte " << k << " not taken within 10 s: "
+					     << "no read of the pipe was in flight";
+		}
 		EXPECT_FALSE(batch.done()) << "the pipe reads cannot have completed";
 		batch.cancel();
 		std::vector<IoResult> res = within_deadline([&] { return batch.wait(); });
+		std::size_t piped = 0;
 		for (std::size_t i = 0; i < rq.size(); i++) {
-			if (i % 2)
+			if (i % 2) {
 				EXPECT_EQ(res[i].err, ECANCELED) << "pipe read " << i;
-			else
+				piped += res[i].bytes;
+			} else {
 				EXPECT_TRUE(res[i].err == 0 || res[i].err == ECANCELED)
 					<< "file read " << i << ": " << std::strerror(res[i].err);
+			}
 		}
+		EXPECT_EQ(piped, pipe_requests)
+			<< "every byte the pipe reads took is in their results";
 		EXPECT_THROW((void)batch.wait(), std::logic_error);
 		std::vector<IoRequest> again{{file.fd(), 100, 200, 0, 0}};
 		res = r.read(again);
