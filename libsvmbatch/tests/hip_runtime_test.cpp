@@ -4,7 +4,9 @@
 // guests, CI) the runtime must fail cleanly: ENODEV carrying HIP's own
 // status from hipGetDeviceCount, no crash, and nothing left behind (file
 // descriptors, pinned memory, the registration it was asked to map).
-// With a GPU the same test maps scattered buffers for real.
+// With a GPU the same test maps scattered buffers for real.  The tests
+// skip only where no runtime file is installed (the probe names where it
+// looked); one that is installed and does not load fails.
 #include <gtest/gtest.h>
 
 #include <cerrno>
@@ -48,9 +50,28 @@ Attempt open_hip()
 	return a;
 }
 
-bool runtime_missing(const Attempt &a)
+/// The runtimes HipBackend tries (shim/libhip.cpp), newest first.
+constexpr const char *runtimes[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"};
+
+/// The first runtime file the loader would find, or "" with *probed
+/// saying which sonames were looked for where: only then is the runtime
+/// absent.  A runtime that is there and does not load is a failure.
+std::string installed_runtime(std::string *probed)
 {
-	return a.error && std::string(a.error->what()).starts_with("no HIP runtime");
+	std::string where;
+	for (const char *soname : runtimes) {
+		std::string path = test::find_library(soname, &where);
+		if (!path.empty())
+			return path;
+	}
+	*probed = std::string("no libamdhip64.so.{7,6,5} in ") + where;
+	return "";
+}
+
+bool have_kfd()
+{
+	std::error_code ec;
+	return std::filesystem::exists("/dev/kfd", ec);
 }
 
 TEST(HipRuntime, WithoutADeviceItIsENODEVWithHipsStatusAndLeavesNothing)
@@ -63,12 +84,19 @@ TEST(HipRuntime, WithoutADeviceItIsENODEVWithHipsStatusAndLeavesNothing)
 	const std::size_t fds = open_fds();
 
 	Attempt a = open_hip();
-	if (runtime_missing(a))
-		GTEST_SKIP() << "the HIP runtime is not installed: " << a.error->what();
+	std::string probed;
+	const std::string runtime = installed_runtime(&probed);
+	if (runtime.empty()) {
+		ASSERT_TRUE(a.error) << "HIP loaded, yet the probe found no runtime: " << probed;
+		SVMBATCH_SKIP_ABSENT("hip", "the HIP runtime is not installed: " + probed);
+	}
 	if (a.backend)
 		GTEST_SKIP() << "a HIP device is present (" << a.backend->device_name()
 			     << "): HipRuntime.MapsScatteredBuffersOnADevice tests it";
 	const Error &e = *a.error;
+	/* It is installed: it must load, and fail only for want of a device. */
+	ASSERT_EQ(std::string(e.what()).find("no HIP runtime"), std::string::npos)
+		<< runtime << " is installed but did not load: " << e.what();
 	EXPECT_EQ(e.err(), ENODEV) << e.what();
 	EXPECT_EQ(e.step(), Step::GpuOpen);
 	EXPECT_NE(e.driver_status(), 0) << "HIP's status is carried";
@@ -91,8 +119,15 @@ TEST(HipRuntime, WithoutADeviceItIsENODEVWithHipsStatusAndLeavesNothing)
 TEST(HipRuntime, MapsScatteredBuffersOnADevice)
 {
 	Attempt a = open_hip();
-	if (a.error)
-		GTEST_SKIP() << "no HIP device: " << a.error->what();
+	if (a.error) {
+		std::string probed;
+		if (installed_runtime(&probed).empty())
+			SVMBATCH_SKIP_ABSENT("hip", "the HIP runtime is not installed: " + probed);
+		if (!have_kfd())
+			GTEST_SKIP()
+				<< "no /dev/kfd: no AMD GPU here (HIP: " << a.error->what() << ")";
+		FAIL() << "/dev/kfd exists, yet HIP opened no device: " << a.error->what();
+	}
 	HipBackend &hip = *a.backend;
 	Context ctx = test::make_context();
 	std::vector<std::vector<char>> mem(64);

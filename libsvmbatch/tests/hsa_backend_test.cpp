@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <optional>
+#include <string>
 #include <vector>
 
 #include <svmbatch/svmbatch.hpp>
@@ -80,10 +81,15 @@ TEST(HsaBackendOpen, TheRealRuntimeWithoutKfdIsENODEVWithItsStatus)
 {
 	if (have_kfd())
 		GTEST_SKIP() << "/dev/kfd exists: HsaHardware covers this machine";
+	std::string probed;
+	const std::string file = test::find_library("libhsa-runtime64.so.1", &probed);
+	if (file.empty())
+		SVMBATCH_SKIP_ABSENT("hsa",
+				     "libhsa-runtime64.so.1 is not installed: not in " + probed);
+	/* It is installed: a load failure is a failure, not an absence. */
 	void *lib = ::dlopen("libhsa-runtime64.so.1", RTLD_NOW | RTLD_LOCAL);
-	if (!lib)
-		GTEST_SKIP() << "libhsa-runtime64.so.1 is not installed here (" << ::dlerror()
-			     << ")"; // NOLINT(concurrency-mt-unsafe)
+	ASSERT_NE(lib, nullptr) << file << " is installed but does not load: "
+				<< ::dlerror(); // NOLINT(concurrency-mt-unsafe)
 	::dlclose(lib);
 
 	Error e = expect_error([] { HsaBackend b; });
