@@ -7,8 +7,9 @@
  * Writing N > 0 to debugfs "fail_nth" arms it for the writer's thread
  * group; writing 0 disarms.  Reading gives the remaining countdown, which
  * is 0 once the failure has been injected.  Debugfs "fail_nth_errno" then
- * gives the errno that the point fired documents for its command (0 until
- * a point fires after arming), so a sweep can check each point's errno.
+ * gives the errno that the point fired documents for its command (0 from
+ * arming until a point fires; disarming keeps it), so a sweep can check
+ * each point's errno.
  *
  * Writing K to debugfs "fake_invalidations" makes the next K pin attempts
  * of the writer's thread group end as if an invalidation had raced them,
@@ -95,7 +96,8 @@ static int svmbatch_knob_set(void *data, u64 val)
 	spin_lock(&svmbatch_fault_lock);
 	k->tgid = task_tgid_nr(current);
 	WRITE_ONCE(k->count, val);
-	if (k == &svmbatch_fail_nth)
+	/* Arming forgets the last errno; disarming keeps it to be read. */
+	if (k == &svmbatch_fail_nth && val)
 		WRITE_ONCE(svmbatch_fail_nth_errno, 0);
 	spin_unlock(&svmbatch_fault_lock);
 	return 0;
