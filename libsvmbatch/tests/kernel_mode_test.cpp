@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <cstdlib>
 #include <cstdint>
@@ -96,6 +97,70 @@ TEST_F(KernelModeTest, AFailingBatchLeavesNothingBehind)
 	Error e = test::expect_error([&] { (void)ctx_->register_buffers(b); });
 	EXPECT_EQ(e.err(), EFAULT);
 	EXPECT_EQ(e.buffer_index(), 321u);
+	EXPECT_EQ(process_pinned_bytes(), pin);
+	EXPECT_EQ(module_gauges(), before);
+}
+
+/*
+ * The module's test knob: the next K pin attempts of this process end as if
+ * an invalidation had raced them; the module gives EAGAIN after 4 attempts.
+ */
+constexpr const char *fake_invalidations = "/sys/kernel/debug/svmbatch/fake_invalidations";
+constexpr int module_pin_attempts = 4;
+constexpr int library_register_calls = 5; /* the first and 4 retries */
+
+void set_fake_invalidations(int k)
+{
+	std::FILE *f = std::fopen(fake_invalidations, "w");
+
+	ASSERT_NE(f, nullptr) << fake_invalidations << ": " << std::strerror(errno);
+	ASSERT_GT(std::fprintf(f, "%d", k), 0);
+	ASSERT_EQ(std::fclose(f), 0) << std::strerror(errno);
+}
+
+int get_fake_invalidations()
+{
+	std::FILE *f = std::fopen(fake_invalidations, "r");
+	int k = -1;
+
+	if (f) {
+		if (std::fscanf(f, "%d", &k) != 1)
+			k = -1;
+		std::fclose(f);
+	}
+	return k;
+}
+
+TEST_F(KernelModeTest, EagainIsRetriedBeforeItIsReported)
+{
+	if (::access(fake_invalidations, W_OK) != 0)
+		GTEST_SKIP() << "probe: access(" << fake_invalidations
+			     << ", W_OK): " << std::strerror(errno)
+			     << " (module built without CONFIG_SVMBATCH_FAULT_INJECTION)";
+	std::vector<char> mem(8 * page);
+	std::vector<Buffer> b{{mem.data(), 8 * page}};
+	auto before = module_gauges();
+	std::uint64_t pin = process_pinned_bytes();
+	std::uint64_t retries = read_module_stats()["pin_retries"];
+
+	/* One call's attempts all raced: the library's second call succeeds. */
+	set_fake_invalidations(module_pin_attempts);
+	{
+		Registration r = ctx_->register_buffers(b);
+		EXPECT_EQ(get_fake_invalidations(), 0);
+		EXPECT_EQ(read_module_stats()["pin_retries"], retries + module_pin_attempts - 1);
+		EXPECT_EQ(process_pinned_bytes() - pin, r.pinned_pages() * page);
+	}
+
+	/* Every call raced: EAGAIN after the last retry, nothing left behind. */
+	set_fake_invalidations(library_register_calls * module_pin_attempts + 1);
+	Error e = test::expect_error([&] { (void)ctx_->register_buffers(b); });
+	EXPECT_EQ(e.err(), EAGAIN);
+	EXPECT_EQ(e.step(), Step::Register);
+	EXPECT_EQ(e.buffer_index(), Error::no_index);
+	/* Exactly library_register_calls calls were made: one attempt is left. */
+	EXPECT_EQ(get_fake_invalidations(), 1);
+	set_fake_invalidations(0);
 	EXPECT_EQ(process_pinned_bytes(), pin);
 	EXPECT_EQ(module_gauges(), before);
 }

@@ -7,10 +7,12 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <chrono>
 #include <cstdlib>
 #include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "core/device.hpp"
@@ -33,6 +35,15 @@ const char *mode_name(Mode mode) noexcept
 }
 
 namespace {
+
+/*
+ * EAGAIN from REGISTER: invalidations of the memory (another thread
+ * unmapping, zapping or moving it) raced every one of the module's pin
+ * attempts.  Such a burst usually passes, so the call is repeated a few
+ * times, waiting 100 us, 200 us, ... in between, before EAGAIN is reported.
+ */
+constexpr int register_eagain_retries = 4;
+constexpr std::chrono::microseconds register_eagain_backoff{100};
 
 /* The module's default limits (kmod/main.c), so both modes agree. */
 constexpr std::uint32_t default_max_ranges = 16384;
@@ -111,6 +122,10 @@ std::string describe_failure(int err, const detail::RegistrationState &s)
 		       "for writing";
 	case EPERM:
 		return "the context belongs to another process (fork)";
+	case EAGAIN:
+		return "the memory kept changing (unmapped, zapped or moved) while it was "
+		       "pinned, in " +
+		       std::to_string(register_eagain_retries + 1) + " calls";
 	default:
 		return "REGISTER";
 	}
@@ -128,8 +143,14 @@ void register_kernel(detail::RegistrationState &s)
 		ranges[i].len = r.len;
 		ranges[i].flags = r.access == Access::ReadOnly ? SVMBATCH_RANGE_READ_ONLY : 0;
 	}
-	int ret = s.device->register_ranges(ranges, s.stale_eventfd.get(), s.handle, s.pinned_pages,
-					    error_index);
+	int ret;
+	for (int retry = 0;; retry++) {
+		ret = s.device->register_ranges(ranges, s.stale_eventfd.get(), s.handle,
+						s.pinned_pages, error_index);
+		if (ret != -EAGAIN || retry == register_eagain_retries)
+			break;
+		std::this_thread::sleep_for(register_eagain_backoff * (1 << retry));
+	}
 	if (!ret)
 		return;
 	s.handle = 0;
