@@ -412,7 +412,7 @@ int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd)
 	exp_info.flags = cmd->flags & O_RDWR;
 	exp_info.priv = priv;
 	dmabuf = svmbatch_should_fail(-ENOMEM) ? ERR_PTR(-ENOMEM) :
-					  dma_buf_export(&exp_info);
+						 dma_buf_export(&exp_info);
 	if (IS_ERR(dmabuf)) {
 		ret = PTR_ERR(dmabuf);
 		goto err_destroy;
