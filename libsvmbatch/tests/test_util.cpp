@@ -156,7 +156,7 @@ void ld_conf_dirs(const std::string &file, std::vector<std::string> &dirs, int d
 		}
 		while (words >> pattern) {
 			if (pattern[0] != '/')
-				pattern = "/etc/" + pattern;
+				pattern.insert(0, "/etc/");
 			::glob_t g{};
 			if (::glob(pattern.c_str(), 0, nullptr, &g) == 0)
 				for (std::size_t i = 0; i < g.gl_pathc; i++)
@@ -191,7 +191,9 @@ std::string find_library(const std::string &soname, std::string *probed)
 
 	probed->clear();
 	for (const std::string &d : dirs) {
-		std::string path = d + "/" + soname;
+		std::string path = d;
+		path += "/";
+		path += soname;
 		if (::access(path.c_str(), F_OK) == 0)
 			return path;
 		*probed += (probed->empty() ? "" : ", ") + d;
