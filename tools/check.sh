@@ -98,6 +98,9 @@ tap_step uapi-header make --no-print-directory uapi-check
 tap_step checkpatch make --no-print-directory checkpatch
 tap_step format-check make --no-print-directory format-check
 tap_step kernel-doc make --no-print-directory kernel-doc
+# Committed benchmark results name their commit, machine, mode and method,
+# and every figure README and the docs quote is in the file they cite.
+tap_step bench-results /usr/bin/python3 tools/bench/check-results.py
 # The debug kernel is built once per machine (cached); the first build
 # takes tens of minutes.
 if [[ " $KERNELS " == *" debug "* ]]; then
