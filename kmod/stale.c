@@ -187,11 +187,12 @@ unsigned long svmbatch_stale_begin(struct svmbatch_reg *reg)
  */
 bool svmbatch_stale_go_live(struct svmbatch_reg *reg, unsigned long seq)
 {
+	/* Taken by every attempt, raced or not, as the knob promises. */
+	bool fake = svmbatch_fake_invalidation();
 	bool raced;
 
 	spin_lock(&reg->notifier_lock);
-	raced = mmu_interval_read_retry(&reg->notifier, seq) ||
-		svmbatch_fake_invalidation();
+	raced = mmu_interval_read_retry(&reg->notifier, seq) || fake;
 	if (!raced)
 		set_bit(SVMBATCH_REG_LIVE, &reg->flags);
 	spin_unlock(&reg->notifier_lock);
