@@ -537,10 +537,17 @@ static unsigned long spawns_seen(struct spawn_loop *l)
  * dma-buf).  Calls that overlapped a fork() or system() are counted, and
  * at least one must have; beside fork(), the pin's copy-on-write breaks
  * must have made some attempt pin again (the race the module absorbs).
+ *
+ * With @fake_races, the first @fake_races pin attempts of every call end
+ * as if raced (fake_invalidations), so every call lives on its last
+ * attempts, where a fork() between two attempts used to make the next one
+ * break copy-on-write again, and the call fail with EAGAIN.
  */
-static void run_spawn_loop(struct __test_metadata *_metadata, bool use_system)
+static void run_spawn_loop(struct __test_metadata *_metadata, bool use_system,
+			   unsigned int fake_races)
 {
 	const char *name = use_system ? "REGISTER beside a system() loop" :
+			   fake_races ? "REGISTER beside a fork() loop, raced" :
 					"REGISTER beside a fork() loop";
 	unsigned long iters = 0, failures = 0, stale = 0, mismatched = 0;
 	unsigned long overlapped = 0, retried = 0;
@@ -553,6 +560,10 @@ static void run_spawn_loop(struct __test_metadata *_metadata, bool use_system)
 	int fd;
 
 	svmbatch_open_or_skip(fd);
+	if (fake_races && (!have_fault_injection(fd) ||
+			   access(SVMBATCH_FAKE_INVAL, W_OK)))
+		SKIP(return, "no fault injection (%s missing)",
+		     SVMBATCH_FAKE_INVAL);
 	l.buf = anon_map(LOOP_PAGES * PAGE_SZ);
 	ASSERT_NE(NULL, l.buf);
 	/* A THP split at fork() is a page-replacing event: 4 KiB pages. */
@@ -565,7 +576,8 @@ static void run_spawn_loop(struct __test_metadata *_metadata, bool use_system)
 	snapshot_take(_metadata, fd, &s0);
 	ASSERT_EQ(0, pthread_create(&t, NULL, spawn_loop_thread, &l));
 	while (iters < MAX_ITERS &&
-	       race_go_on(deadline, use_system ? overlapped : retried)) {
+	       race_go_on(deadline,
+			  use_system || fake_races ? overlapped : retried)) {
 		struct svmbatch_register cmd;
 		unsigned long seen;
 		long long retries;
@@ -576,8 +588,12 @@ static void run_spawn_loop(struct __test_metadata *_metadata, bool use_system)
 		retries = stat_get("pin_retries");
 		seen = spawns_seen(&l);
 		busy = __atomic_load_n(&l.in_spawn, __ATOMIC_ACQUIRE);
+		if (fake_races)
+			ASSERT_EQ(0, fake_invalidations_set(fake_races));
 		ret = _test_cmd_register(fd, r, LOOP_RANGES, RANGE_SZ, &cmd);
 		err = errno;
+		if (fake_races)
+			EXPECT_EQ(0, fake_invalidations_get());
 		busy |= __atomic_load_n(&l.in_spawn, __ATOMIC_ACQUIRE);
 		overlapped += busy || spawns_seen(&l) != seen;
 		retried += stat_get("pin_retries") != retries;
@@ -645,6 +661,8 @@ static void run_spawn_loop(struct __test_metadata *_metadata, bool use_system)
 	EXPECT_LT(0UL, overlapped);
 	if (!use_system)
 		EXPECT_LT(0UL, retried);
+	if (fake_races)
+		fake_invalidations_set(0);
 	snapshot_take(_metadata, fd, &s1);
 	ASSERT_SNAPSHOT_EQ(&s0, &s1);
 	close(fd);
@@ -701,12 +719,18 @@ static void *charge_thread(void *arg)
  */
 TEST_F_TIMEOUT(race, register_beside_fork_loop, 120)
 {
-	run_spawn_loop(_metadata, false);
+	run_spawn_loop(_metadata, false, 0);
+}
+
+/* Only the last of REGISTER's 4 attempts is left to each call. */
+TEST_F_TIMEOUT(race, register_beside_fork_loop_on_the_last_attempt, 120)
+{
+	run_spawn_loop(_metadata, false, 3);
 }
 
 TEST_F_TIMEOUT(race, register_beside_system_loop, 120)
 {
-	run_spawn_loop(_metadata, true);
+	run_spawn_loop(_metadata, true, 0);
 }
 
 TEST_F_TIMEOUT(race, fitting_vs_over_limit_charges, 120)
