@@ -202,7 +202,8 @@ static long svmbatch_fops_ioctl(struct file *filp, unsigned int cmd,
 		return -ENOTTY;
 
 	ret = svmbatch_ioctl_run(ctx, op, arg);
-	if (ret && op->count_failures)
+	/* A call the kernel restarts has not failed. */
+	if (ret && ret != -ERESTARTNOINTR && op->count_failures)
 		svmbatch_ctx_note_failure(ctx);
 	return ret;
 }

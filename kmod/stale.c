@@ -26,6 +26,7 @@
 #include <linux/eventfd.h>
 #include <linux/mm.h>
 #include <linux/mmu_notifier.h>
+#include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
 
@@ -156,6 +157,14 @@ int svmbatch_stale_watch(struct svmbatch_reg *reg)
 		return -ENOMEM;
 	ret = mmu_interval_notifier_insert(&reg->notifier, reg->mm, start,
 					   end - start, &svmbatch_notifier_ops);
+	/*
+	 * The first notifier of an mm takes mm_take_all_locks(), which gives
+	 * up with -EINTR on any pending signal, even one that is ignored once
+	 * delivered (a SIGCHLD that a thread in system() blocks).  Nothing is
+	 * done yet: have the call restarted once the signal is handled.
+	 */
+	if (ret == -EINTR && !fatal_signal_pending(current))
+		return -ERESTARTNOINTR;
 	if (ret)
 		return ret;
 	set_bit(SVMBATCH_REG_WATCHED, &reg->flags);
