@@ -343,6 +343,28 @@ void check_results(const std::vector<svmbatch::IoResult> &res, const char *what)
 			fail_errno(res[i].err, std::string(what) + " request " + std::to_string(i));
 }
 
+/// Batch j's pieces host -> device on its stream, then its event.
+void copy_batch_in(const Layout &l, int fd, std::size_t j, std::size_t len, const DeviceBuffer &dev,
+		   const Streams &s)
+{
+	for (const auto &r : l.batch(fd, j, len))
+		check(cudaMemcpyAsync(dev.get() + r.file_offset, l.list[r.buffer].ptr, r.length,
+				      cudaMemcpyHostToDevice, s.stream(j)),
+		      "cudaMemcpyAsync H2D");
+	check(cudaEventRecord(s.event(j), s.stream(j)), "cudaEventRecord");
+}
+
+/// Batch j's pieces device -> host on its stream, then its event.
+void copy_batch_out(const Layout &l, int fd, std::size_t j, std::size_t len,
+		    const DeviceBuffer &dev, const Streams &s)
+{
+	for (const auto &r : l.batch(fd, j, len))
+		check(cudaMemcpyAsync(l.list[r.buffer].ptr, dev.get() + r.file_offset, r.length,
+				      cudaMemcpyDeviceToHost, s.stream(j)),
+		      "cudaMemcpyAsync D2H");
+	check(cudaEventRecord(s.event(j), s.stream(j)), "cudaEventRecord");
+}
+
 /// file -> buffers (Reader) -> device: two batches are read at a time (in
 /// the background, IoBatch), so that the rings go from one to the next
 /// without a pause, while the copies of the batches before them are queued
@@ -364,11 +386,7 @@ void read_pipeline(const Layout &l, svmbatch::Reader &reader, int fd, std::size_
 		reading.pop_front();
 		if (j + 2 < n)
 			start(j + 2);
-		for (const auto &r : l.batch(fd, j, len))
-			check(cudaMemcpyAsync(dev.get() + r.file_offset, l.list[r.buffer].ptr,
-					      r.length, cudaMemcpyHostToDevice, s.stream(j)),
-			      "cudaMemcpyAsync H2D");
-		check(cudaEventRecord(s.event(j), s.stream(j)), "cudaEventRecord");
+		copy_batch_in(l, fd, j, len, dev, s);
 	}
 	s.sync();
 }
@@ -394,13 +412,7 @@ void read_only(const Layout &l, svmbatch::Reader &reader, int fd, std::size_t le
 void write_pipeline(const Layout &l, svmbatch::Writer &writer, int fd, std::size_t len,
 		    const DeviceBuffer &dev, const Streams &s)
 {
-	auto copy_out = [&](std::size_t j) {
-		for (const auto &r : l.batch(fd, j, len))
-			check(cudaMemcpyAsync(l.list[r.buffer].ptr, dev.get() + r.file_offset,
-					      r.length, cudaMemcpyDeviceToHost, s.stream(j)),
-			      "cudaMemcpyAsync D2H");
-		check(cudaEventRecord(s.event(j), s.stream(j)), "cudaEventRecord");
-	};
+	auto copy_out = [&](std::size_t j) { copy_batch_out(l, fd, j, len, dev, s); };
 	const std::size_t n = l.batches(len);
 	copy_out(0);
 	for (std::size_t j = 0; j < n; j++) {
@@ -460,11 +472,7 @@ void plain_read_pipeline(const Layout &l, int fd, std::size_t len, const DeviceB
 		if (j >= groups) /* the last copies out of its group are done */
 			check(cudaEventSynchronize(s.event(j)), "cudaEventSynchronize");
 		plain_batch16(l, fd, j, len, false);
-		for (const auto &r : l.batch(fd, j, len))
-			check(cudaMemcpyAsync(dev.get() + r.file_offset, l.list[r.buffer].ptr,
-					      r.length, cudaMemcpyHostToDevice, s.stream(j)),
-			      "cudaMemcpyAsync H2D");
-		check(cudaEventRecord(s.event(j), s.stream(j)), "cudaEventRecord");
+		copy_batch_in(l, fd, j, len, dev, s);
 	}
 	s.sync();
 }
@@ -474,13 +482,7 @@ void plain_read_pipeline(const Layout &l, int fd, std::size_t len, const DeviceB
 void plain_write_pipeline(const Layout &l, int fd, std::size_t len, const DeviceBuffer &dev,
 			  const Streams &s)
 {
-	auto copy_out = [&](std::size_t j) {
-		for (const auto &r : l.batch(fd, j, len))
-			check(cudaMemcpyAsync(l.list[r.buffer].ptr, dev.get() + r.file_offset,
-					      r.length, cudaMemcpyDeviceToHost, s.stream(j)),
-			      "cudaMemcpyAsync D2H");
-		check(cudaEventRecord(s.event(j), s.stream(j)), "cudaEventRecord");
-	};
+	auto copy_out = [&](std::size_t j) { copy_batch_out(l, fd, j, len, dev, s); };
 	const std::size_t n = l.batches(len);
 	copy_out(0);
 	for (std::size_t j = 0; j < n; j++) {
