@@ -284,7 +284,7 @@ uapi-check:
 checkpatch: ksrc
 	perl $(CHECKPATCH) --strict --no-tree --terse --show-types -f \
 		$(filter-out kmod/compat.h,$(wildcard kmod/*.c kmod/*.h kmod/probes/*.c)) \
-		uapi/linux/svmbatch.h tools/uapi-check/*.c tools/bench/*.c
+		uapi/linux/svmbatch.h tools/uapi-check/*.c bench/*.c
 	@# compat.h is the one place that may test the kernel version.
 	perl $(CHECKPATCH) --strict --no-tree --terse --show-types \
 		--ignore LINUX_VERSION_CODE -f kmod/compat.h
@@ -312,12 +312,12 @@ BENCH_KERNEL ?= debug
 bench-kmod: ksrc
 	@$(MAKE) --no-print-directory kmod-built KERNEL=$(BENCH_KERNEL)
 	@mkdir -p $(BUILD)/bench
-	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Iuapi tools/bench/kmod_bench.c \
+	gcc -std=gnu11 -O2 -Wall -Wextra -Werror -Iuapi bench/kmod_bench.c \
 		-o $(BUILD)/bench/kmod_bench $(firstword $(wildcard /usr/lib/*/liburing.a) -luring)
-	tools/bench/run-kmod-bench.sh $(BENCH_KERNEL) \
+	bench/run-kmod-bench.sh $(BENCH_KERNEL) \
 		$(BUILD)/kmod/$(call abi,$(BENCH_KERNEL))/release/svmbatch.ko $(BUILD)/bench/kmod_bench
 
-# The files of the svmbatch command's guest tests (tools/cli/cli_guest_test.sh,
+# The files of the svmbatch command's guest tests (cli/cli_guest_test.sh,
 # packaging/udev_rule_test.sh; svmbatch_guest_files in tools/lib.sh): the
 # command (ASan build), its test helper, examples/quickstart.cpp, two
 # selftests where the command looks for them, the udev rule, and the two
@@ -406,7 +406,7 @@ demo: deps
 ## bench-lib    the library benchmark on this host and in a 6.12 guest
 bench-lib:
 	@$(MAKE) --no-print-directory kmod-built lib KERNEL=6.12
-	tools/bench/run-lib-bench.sh $(BUILD)/kmod/$(call abi,6.12)/release/svmbatch.ko \
+	bench/run-lib-bench.sh $(BUILD)/kmod/$(call abi,6.12)/release/svmbatch.ko \
 		$(LIB_OUT)/examples/lib_bench
 
 # Every shell script of the tree: *.sh (tools/lib.sh is sourced, not run)
@@ -430,7 +430,7 @@ shellcheck:
 # them against the kernel's own selftest style; checkpatch --strict is
 # their format check, as it is for the kernel's selftests.
 CLANG_FORMAT ?= clang-format-14
-KERNEL_STYLE_FILES := kmod/% uapi/% tools/uapi-check/% tools/bench/kmod_bench.c
+KERNEL_STYLE_FILES := kmod/% uapi/% tools/uapi-check/% bench/kmod_bench.c
 C_FILES = $(filter-out selftests/%,\
 	$(shell . tools/lib.sh && svmbatch_source_files | grep -E '\.(c|h|cpp|hpp|cu|cuh)$$'))
 format_with = $(CLANG_FORMAT) $(1) --style=file:.clang-format \

@@ -92,13 +92,13 @@ guest_programs() {
 	local flags
 	[[ -x $work/hold_registration && -x $work/quickstart ]] && return 0
 	read -ra flags <<<"$(pkg-config --cflags --libs svmbatch)" || return 1
-	g++ -std=c++20 -Wall -Wextra -Werror tools/cli/hold_registration.cpp \
+	g++ -std=c++20 -Wall -Wextra -Werror cli/hold_registration.cpp \
 		"${flags[@]}" -o "$work/hold_registration" &&
 		g++ -std=c++20 examples/quickstart.cpp "${flags[@]}" -o "$work/quickstart"
 }
 
 # guest KERNEL: the DKMS-built module, the installed selftests, and the
-# installed command and udev rule (tools/cli/cli_guest_test.sh,
+# installed command and udev rule (cli/cli_guest_test.sh,
 # packaging/udev_rule_test.sh) in a guest.
 guest() {
 	local abi ko dir=/usr/libexec/svmbatch/selftests selftests files

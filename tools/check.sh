@@ -100,7 +100,7 @@ tap_step format-check make --no-print-directory format-check
 tap_step kernel-doc make --no-print-directory kernel-doc
 # Committed benchmark results name their commit, machine, mode and method,
 # and every figure README and the docs quote is in the file they cite.
-tap_step bench-results /usr/bin/python3 tools/bench/check-results.py
+tap_step bench-results /usr/bin/python3 bench/check-results.py
 # The debug kernel is built once per machine (cached); the first build
 # takes tens of minutes.
 if [[ " $KERNELS " == *" debug "* ]]; then
@@ -184,7 +184,7 @@ if torch_probe; then
 else
 	tap_skip torch-cpp-tests "$absent: make lib builds no svmbatch_torch_tests"
 fi
-host_program cli-tests build/lib/cli/svmbatch tools/cli/cli_test.sh build/lib/cli/svmbatch
+host_program cli-tests build/lib/cli/svmbatch cli/cli_test.sh build/lib/cli/svmbatch
 # Builds the .debs from a release tarball of the working tree, installs
 # them on this machine, boots guests with the DKMS-built module, purges
 # them again.

@@ -115,9 +115,9 @@ tap_done() {
 SVMBATCH_GUEST_LIB=/usr/libexec/svmbatch/tests/lib.sh
 
 # svmbatch_guest_files CLI HOLD QUICKSTART SELFTESTS GUEST_SELFTESTS RULE:
-# the run.sh arguments (one a line) for tools/cli/cli_guest_test.sh and
+# the run.sh arguments (one a line) for cli/cli_guest_test.sh and
 # packaging/udev_rule_test.sh.  CLI is the svmbatch command, HOLD
-# tools/cli/hold_registration.cpp built, QUICKSTART examples/quickstart.cpp
+# cli/hold_registration.cpp built, QUICKSTART examples/quickstart.cpp
 # built, SELFTESTS the host directory of svmbatch_errno and
 # svmbatch_io_uring, GUEST_SELFTESTS the command's default --dir (where it
 # looks for them in the guest), RULE 60-svmbatch.rules.  The two scripts
@@ -135,7 +135,7 @@ svmbatch_guest_files() {
 		/lib/systemd/systemd-udevd:/lib/systemd/systemd-udevd \
 		/usr/bin/udevadm:/usr/bin/udevadm \
 		/usr/bin/setpriv:/usr/bin/setpriv
-	echo tools/cli/cli_guest_test.sh
+	echo cli/cli_guest_test.sh
 	echo packaging/udev_rule_test.sh
 }
 

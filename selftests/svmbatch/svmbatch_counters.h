@@ -3,7 +3,7 @@
  * What svmbatch leaves pinned, as user space sees it: VmPin of this process
  * (mm->pinned_vm, which REGISTER charges) and the module's global counters
  * in debugfs "stats".  Plain C with no kselftest dependency, so that the
- * selftests (through svmbatch_utils.h) and tools/bench/kmod_bench.c read
+ * selftests (through svmbatch_utils.h) and bench/kmod_bench.c read
  * them the same way.
  */
 #ifndef __SELFTEST_SVMBATCH_COUNTERS_H

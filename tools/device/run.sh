@@ -207,7 +207,7 @@ fi
 # Cold loads on the root disk with the page cache dropped before each
 # load (the benchmark records none where it cannot drop it).
 if want torch || want torchbench; then
-	step torch-bench env PYTHONPATH="$pypath" "$python" tools/bench/torch_bench.py \
+	step torch-bench env PYTHONPATH="$pypath" "$python" bench/torch_bench.py \
 		--dir /dev/shm --gib 4,16 --cold-dir /var/tmp --reps 5 --cold-reps 3 \
 		--commit "$commit" >"$OUT/torch-bench.json" 2>"$OUT/torch-bench.log"
 	cat "$OUT/torch-bench.log"

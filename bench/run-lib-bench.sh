@@ -7,14 +7,14 @@
 # usage: run-lib-bench.sh MODULE LIB_BENCH_BIN
 set -euo pipefail
 
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 module=$1 bin=$2
 date=$(date -u +%Y-%m-%d)
 log=build/vmtest/bench-lib-6.12.log
 mkdir -p bench/results build/vmtest
 # HEAD, plus what of the measured code differs from it
 commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
-dirty=$(git status --porcelain -- kmod uapi libsvmbatch examples tools/bench 2>/dev/null |
+dirty=$(git status --porcelain -- kmod uapi libsvmbatch examples bench ':!bench/results' 2>/dev/null |
 	awk '{print $2}' | tr '\n' ' ' | sed 's/ $//')
 [ -z "$dirty" ] || commit="$commit, modified: $dirty"
 

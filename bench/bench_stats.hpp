@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Timing for the C++ benchmarks (tools/bench/lib_bench.cpp,
-// tools/bench/cuda_bench.cpp and `svmbatch bench`, tools/cli/bench.cpp):
+// Timing for the C++ benchmarks (bench/lib_bench.cpp,
+// bench/cuda_bench.cpp and `svmbatch bench`, cli/bench.cpp):
 // one clock, the time of one call, the median of many.
 #pragma once
 

@@ -1,12 +1,12 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# make bench-kmod: run tools/bench/kmod_bench in a guest of KERNEL and write
+# make bench-kmod: run bench/kmod_bench in a guest of KERNEL and write
 # bench/results/kmod-<kernel>-<date>.json (the guest's JSON plus where and
 # when it was measured).  usage: run-kmod-bench.sh KERNEL MODULE BENCH_BIN
 set -euo pipefail
 
-cd "$(dirname "$0")/../.."
+cd "$(dirname "$0")/.."
 kernel=$1 module=$2 bin=$3
 log=build/vmtest/bench-$kernel.log
 out=bench/results/kmod-$kernel-$(date -u +%Y-%m-%d).json

@@ -8,7 +8,7 @@
 # The guest runner ships the files (run.sh --file, svmbatch_guest_files
 # in tools/lib.sh):
 #   /usr/bin/svmbatch                            the command under test
-#   /usr/libexec/svmbatch/tests/hold_registration  tools/cli/hold_registration.cpp
+#   /usr/libexec/svmbatch/tests/hold_registration  cli/hold_registration.cpp
 #   /usr/libexec/svmbatch/tests/lib.sh           tools/lib.sh (tap_ok, tap_done)
 #   <selftest dir>/svmbatch_errno, svmbatch_io_uring  at the command's default --dir
 set -u

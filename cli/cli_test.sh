@@ -4,11 +4,11 @@
 # Tests of the svmbatch command on a machine without the module (make
 # check's host step): exit codes, --help, info, stat against a debugfs
 # fixture, bench's JSON and PNG, selftest's summary.  Prints TAP.
-#   tools/cli/cli_test.sh path/to/svmbatch
+#   cli/cli_test.sh path/to/svmbatch
 set -u
 cli=$(realpath "$1")
 # shellcheck source=tools/lib.sh
-. "$(dirname "$0")/../lib.sh"
+. "$(dirname "$0")/../tools/lib.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 ok() {	# ok DESCRIPTION STATUS: a TAP line for STATUS; a failure shows $tmp/out

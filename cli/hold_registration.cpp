@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Test helper for tools/cli/cli_guest_test.sh, not installed: registers
+// Test helper for cli/cli_guest_test.sh, not installed: registers
 // COUNT separately mmapped buffers of BYTES each through the module, prints
 // "ready", and holds the registration until stdin reaches end of file.
 // With --stale it then unmaps one registered buffer first, so that the

@@ -36,7 +36,7 @@
 #include <liburing.h>
 #include <linux/svmbatch.h>
 
-#include "../../selftests/svmbatch/svmbatch_counters.h"
+#include "../selftests/svmbatch/svmbatch_counters.h"
 
 #define PAGE	    4096UL
 #define REPS	    21

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// What a benchmark's JSON says about itself (tools/bench/cuda_bench.cpp,
+// What a benchmark's JSON says about itself (bench/cuda_bench.cpp,
 // pipeline_bench.cpp, gpu_io_bench.cpp): the benchmark, the commit it
 // measured (--commit, which tools/device/run.sh passes), the date, the
 // machine, the library's mode and the method, all written by the program

@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """Check that the benchmark results and the figures quoted from them hold.
 
-  tools/bench/check-results.py [REPO]
+  bench/check-results.py [REPO]
 
 Results (bench/results/*-h100-*.json, the device benchmarks' output):
 - each names its benchmark, commit, date, machine, mode (kernel or
@@ -173,7 +173,7 @@ def check_docs(root, results, problems):
 
 
 def main():
-    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..", "..")
+    root = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(__file__), "..")
     rdir = os.path.join(root, "bench", "results")
     problems, results = [], {}
     for name in sorted(os.listdir(rdir)):
