@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * The ioctl handlers of GET_INFO, REGISTER, UNREGISTER and QUERY, run by
- * main.c's table with the command struct already read in.  EXPORT_DMABUF's
- * handler lives in dmabuf.c with the dma-buf it makes.
+ * The ioctl handlers of REGISTER, UNREGISTER and QUERY, run by main.c's
+ * table with the command struct already read in.  GET_INFO's handler
+ * lives in context.c, EXPORT_DMABUF's in dmabuf.c with the dma-buf it
+ * makes.
  *
  * REGISTER pins its batch as one transaction (batch.c), then reserves a
  * handle, copies the result out, and only then publishes the registration:
@@ -14,29 +15,6 @@
 #include <linux/uaccess.h>
 
 #include "svmbatch_priv.h"
-
-/**
- * svmbatch_cmd_get_info() - SVMBATCH_GET_INFO: ABI version, limits, features
- * @ucmd: command holding a struct svmbatch_info
- *
- * Return: 0, -EOPNOTSUPP for unknown flags, or -EFAULT.
- */
-int svmbatch_cmd_get_info(struct svmbatch_ucmd *ucmd)
-{
-	struct svmbatch_info *cmd = ucmd->cmd;
-
-	if (cmd->flags)
-		return -EOPNOTSUPP;
-	cmd->abi_version = SVMBATCH_ABI_VERSION;
-	cmd->page_size = PAGE_SIZE;
-	cmd->features = SVMBATCH_FEATURE_STALE_NOTIFY | SVMBATCH_FEATURE_DMABUF;
-	if (IS_ENABLED(CONFIG_SVMBATCH_FAULT_INJECTION))
-		cmd->features |= SVMBATCH_FEATURE_FAULT_INJECTION;
-	cmd->max_ranges = READ_ONCE(svmbatch_limits.max_ranges);
-	cmd->max_registrations = READ_ONCE(svmbatch_limits.max_registrations);
-	cmd->max_range_bytes = READ_ONCE(svmbatch_limits.max_range_bytes);
-	return svmbatch_ucmd_respond(ucmd);
-}
 
 static int svmbatch_register_fail(struct svmbatch_ucmd *ucmd, int err)
 {

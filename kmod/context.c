@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Per-open-file context: the opener's mm and the handle table.
+ * Per-open-file context: the opener's mm and the handle table, and
+ * GET_INFO, which tells a context what the module offers it.
  *
  * A handle is first reserved (a NULL entry in the allocating xarray), so a
  * REGISTER can copy its result to user space before the registration
@@ -197,4 +198,27 @@ void svmbatch_ctx_note_failure(struct svmbatch_ctx *ctx)
 	ctx->failed++;
 	mutex_unlock(&ctx->lock);
 	atomic64_inc(&svmbatch_stats.failed_registrations);
+}
+
+/**
+ * svmbatch_cmd_get_info() - SVMBATCH_GET_INFO: ABI version, limits, features
+ * @ucmd: command holding a struct svmbatch_info
+ *
+ * Return: 0, -EOPNOTSUPP for unknown flags, or -EFAULT.
+ */
+int svmbatch_cmd_get_info(struct svmbatch_ucmd *ucmd)
+{
+	struct svmbatch_info *cmd = ucmd->cmd;
+
+	if (cmd->flags)
+		return -EOPNOTSUPP;
+	cmd->abi_version = SVMBATCH_ABI_VERSION;
+	cmd->page_size = PAGE_SIZE;
+	cmd->features = SVMBATCH_FEATURE_STALE_NOTIFY | SVMBATCH_FEATURE_DMABUF;
+	if (IS_ENABLED(CONFIG_SVMBATCH_FAULT_INJECTION))
+		cmd->features |= SVMBATCH_FEATURE_FAULT_INJECTION;
+	cmd->max_ranges = READ_ONCE(svmbatch_limits.max_ranges);
+	cmd->max_registrations = READ_ONCE(svmbatch_limits.max_registrations);
+	cmd->max_range_bytes = READ_ONCE(svmbatch_limits.max_range_bytes);
+	return svmbatch_ucmd_respond(ucmd);
 }

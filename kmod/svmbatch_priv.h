@@ -162,6 +162,7 @@ void svmbatch_ctx_cancel(struct svmbatch_ctx *ctx, u32 handle);
 struct svmbatch_reg *svmbatch_ctx_get(struct svmbatch_ctx *ctx, u32 handle);
 int svmbatch_ctx_remove(struct svmbatch_ctx *ctx, u32 handle);
 void svmbatch_ctx_note_failure(struct svmbatch_ctx *ctx);
+int svmbatch_cmd_get_info(struct svmbatch_ucmd *ucmd);
 
 /*
  * The ioctl handlers, one per command, named svmbatch_cmd_<command>() to
@@ -169,7 +170,6 @@ void svmbatch_ctx_note_failure(struct svmbatch_ctx *ctx);
  * the library's C API (svmbatch_<object>_<verb>()).
  */
 /* commands.c */
-int svmbatch_cmd_get_info(struct svmbatch_ucmd *ucmd);
 int svmbatch_cmd_register(struct svmbatch_ucmd *ucmd);
 int svmbatch_cmd_unregister(struct svmbatch_ucmd *ucmd);
 int svmbatch_cmd_query(struct svmbatch_ucmd *ucmd);
