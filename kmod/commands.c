@@ -5,7 +5,7 @@
  * lives in context.c, EXPORT_DMABUF's in dmabuf.c with the dma-buf it
  * makes.
  *
- * REGISTER pins its batch as one transaction (batch.c), then reserves a
+ * REGISTER pins its batch as one transaction (reg.c), then reserves a
  * handle, copies the result out, and only then publishes the registration:
  * a failure at any step undoes all earlier ones, so the caller sees either
  * a handle or an errno with nothing pinned, charged or allocated.

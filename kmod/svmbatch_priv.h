@@ -176,7 +176,7 @@ int svmbatch_cmd_query(struct svmbatch_ucmd *ucmd);
 /* dmabuf.c */
 int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd);
 
-/* batch.c: REGISTER's transaction */
+/* reg.c: REGISTER's transaction */
 struct svmbatch_reg *svmbatch_batch_pin(const struct svmbatch_register *cmd,
 					u32 *error_index);
 
