@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * Pinning, RLIMIT_MEMLOCK accounting and the registration object.
+ * Pinning and RLIMIT_MEMLOCK accounting of a registration's pages.
  *
  * Pages are pinned with pin_user_pages_fast(FOLL_LONGTERM) through a scratch
  * array of at most 64 KiB and immediately folded into runs of physically
@@ -14,7 +14,6 @@
  */
 #include <linux/capability.h>
 #include <linux/mm.h>
-#include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 
@@ -73,44 +72,9 @@ int svmbatch_account_charge(struct mm_struct *mm, u64 npages)
  * @mm: the mm charged
  * @npages: exactly the number of pages charged
  */
-static void svmbatch_account_uncharge(struct mm_struct *mm, u64 npages)
+void svmbatch_account_uncharge(struct mm_struct *mm, u64 npages)
 {
 	atomic64_sub(npages, &mm->pinned_vm);
-}
-
-/**
- * svmbatch_reg_alloc() - allocate an empty registration
- * @nr_ranges: number of caller ranges it will hold
- *
- * The registration is bound to the current mm (mmgrab'd).
- *
- * Return: the registration or NULL.
- */
-struct svmbatch_reg *svmbatch_reg_alloc(u32 nr_ranges)
-{
-	struct svmbatch_reg *reg;
-
-	if (svmbatch_should_fail(-ENOMEM))
-		return NULL;
-	reg = kzalloc(sizeof(*reg), GFP_KERNEL_ACCOUNT);
-	if (!reg)
-		return NULL;
-	if (svmbatch_should_fail(-ENOMEM))
-		goto err_free;
-	reg->ranges = kvmalloc_array(nr_ranges, sizeof(*reg->ranges),
-				     GFP_KERNEL_ACCOUNT);
-	if (!reg->ranges)
-		goto err_free;
-	kref_init(&reg->ref);
-	spin_lock_init(&reg->notifier_lock);
-	reg->nr_ranges = nr_ranges;
-	mmgrab(current->mm);
-	reg->mm = current->mm;
-	return reg;
-
-err_free:
-	kfree(reg);
-	return NULL;
 }
 
 /* Grow the run array geometrically; never past one run per page. */
@@ -318,7 +282,13 @@ static void svmbatch_runs_unpin(const struct svmbatch_run *runs, u32 nr_runs,
 	}
 }
 
-static void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty)
+/**
+ * svmbatch_reg_unpin() - unpin every page a registration holds
+ * @reg: the registration; its runs stay recorded, for the caller to free
+ * @may_dirty: whether a device may have written the pages, so that the
+ *	writable ones are dirtied
+ */
+void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty)
 {
 	svmbatch_runs_unpin(reg->runs, reg->nr_runs, may_dirty);
 }
@@ -359,65 +329,4 @@ void svmbatch_held_pins_release(struct svmbatch_held_pins *held)
 	kvfree(held->runs);
 	held->runs = NULL;
 	held->nr_runs = 0;
-}
-
-static void svmbatch_reg_free(struct svmbatch_reg *reg)
-{
-	svmbatch_stale_unwatch(reg);
-	if (reg->charged_pages)
-		svmbatch_account_uncharge(reg->mm, reg->charged_pages);
-	mmdrop(reg->mm);
-	kvfree(reg->runs);
-	kvfree(reg->ranges);
-	kfree(reg);
-}
-
-/**
- * svmbatch_reg_abort() - undo a registration that was never committed
- * @reg: the registration, possibly partly pinned and charged
- *
- * Nothing was handed out, so no device can have written the pages: they
- * are unpinned without being dirtied.
- */
-void svmbatch_reg_abort(struct svmbatch_reg *reg)
-{
-	svmbatch_reg_unpin(reg, false);
-	svmbatch_reg_free(reg);
-}
-
-/**
- * svmbatch_reg_meta_bytes() - kernel memory describing a registration
- * @reg: the registration
- *
- * Return: bytes of the registration, its range table, its address-sorted
- * index and its run array.
- */
-u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg)
-{
-	return sizeof(*reg) + (u64)reg->nr_ranges * sizeof(*reg->ranges) +
-	       (reg->by_addr ? (u64)reg->nr_ranges * sizeof(*reg->by_addr) :
-			       0) +
-	       (u64)reg->runs_cap * sizeof(*reg->runs);
-}
-
-static void svmbatch_reg_release(struct kref *ref)
-{
-	struct svmbatch_reg *reg = container_of(ref, struct svmbatch_reg, ref);
-
-	atomic64_dec(&svmbatch_stats.registrations);
-	atomic64_sub(reg->nr_pages, &svmbatch_stats.pinned_pages);
-	atomic64_sub(svmbatch_reg_meta_bytes(reg), &svmbatch_stats.meta_bytes);
-	svmbatch_reg_unpin(reg, true);
-	svmbatch_reg_free(reg);
-}
-
-/**
- * svmbatch_reg_put() - drop a reference to a committed registration
- * @reg: the registration
- *
- * The last reference unpins (dirtying writable pages) and uncharges.
- */
-void svmbatch_reg_put(struct svmbatch_reg *reg)
-{
-	kref_put(&reg->ref, svmbatch_reg_release);
 }

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * REGISTER's transaction: turn a batch of caller ranges into a registration
- * whose every page is pinned and charged, or into an errno with nothing
- * pinned, charged or allocated.
+ * The registration object: its lifetime, from allocation to the release of
+ * its last reference, and REGISTER's transaction, which turns a batch of
+ * caller ranges into a registration whose every page is pinned and
+ * charged, or into an errno with nothing pinned, charged or allocated.
  *
  * Steps, in order: copy the ranges in and check each on its own, refuse
  * overlaps, start watching the span for invalidations, then check the
@@ -13,6 +14,7 @@
  */
 #include <linux/mm.h>
 #include <linux/sched.h>
+#include <linux/sched/mm.h>
 #include <linux/sched/signal.h>
 #include <linux/slab.h>
 #include <linux/sort.h>
@@ -25,6 +27,102 @@
 
 /* Pin attempts of one REGISTER when invalidations race the pin. */
 #define SVMBATCH_PIN_ATTEMPTS 4
+
+/**
+ * svmbatch_reg_alloc() - allocate an empty registration
+ * @nr_ranges: number of caller ranges it will hold
+ *
+ * The registration is bound to the current mm (mmgrab'd).
+ *
+ * Return: the registration or NULL.
+ */
+static struct svmbatch_reg *svmbatch_reg_alloc(u32 nr_ranges)
+{
+	struct svmbatch_reg *reg;
+
+	if (svmbatch_should_fail(-ENOMEM))
+		return NULL;
+	reg = kzalloc(sizeof(*reg), GFP_KERNEL_ACCOUNT);
+	if (!reg)
+		return NULL;
+	if (svmbatch_should_fail(-ENOMEM))
+		goto err_free;
+	reg->ranges = kvmalloc_array(nr_ranges, sizeof(*reg->ranges),
+				     GFP_KERNEL_ACCOUNT);
+	if (!reg->ranges)
+		goto err_free;
+	kref_init(&reg->ref);
+	spin_lock_init(&reg->notifier_lock);
+	reg->nr_ranges = nr_ranges;
+	mmgrab(current->mm);
+	reg->mm = current->mm;
+	return reg;
+
+err_free:
+	kfree(reg);
+	return NULL;
+}
+
+static void svmbatch_reg_free(struct svmbatch_reg *reg)
+{
+	svmbatch_stale_unwatch(reg);
+	if (reg->charged_pages)
+		svmbatch_account_uncharge(reg->mm, reg->charged_pages);
+	mmdrop(reg->mm);
+	kvfree(reg->runs);
+	kvfree(reg->ranges);
+	kfree(reg);
+}
+
+/**
+ * svmbatch_reg_abort() - undo a registration that was never committed
+ * @reg: the registration, possibly partly pinned and charged
+ *
+ * Nothing was handed out, so no device can have written the pages: they
+ * are unpinned without being dirtied.
+ */
+void svmbatch_reg_abort(struct svmbatch_reg *reg)
+{
+	svmbatch_reg_unpin(reg, false);
+	svmbatch_reg_free(reg);
+}
+
+/**
+ * svmbatch_reg_meta_bytes() - kernel memory describing a registration
+ * @reg: the registration
+ *
+ * Return: bytes of the registration, its range table, its address-sorted
+ * index and its run array.
+ */
+u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg)
+{
+	return sizeof(*reg) + (u64)reg->nr_ranges * sizeof(*reg->ranges) +
+	       (reg->by_addr ? (u64)reg->nr_ranges * sizeof(*reg->by_addr) :
+			       0) +
+	       (u64)reg->runs_cap * sizeof(*reg->runs);
+}
+
+static void svmbatch_reg_release(struct kref *ref)
+{
+	struct svmbatch_reg *reg = container_of(ref, struct svmbatch_reg, ref);
+
+	atomic64_dec(&svmbatch_stats.registrations);
+	atomic64_sub(reg->nr_pages, &svmbatch_stats.pinned_pages);
+	atomic64_sub(svmbatch_reg_meta_bytes(reg), &svmbatch_stats.meta_bytes);
+	svmbatch_reg_unpin(reg, true);
+	svmbatch_reg_free(reg);
+}
+
+/**
+ * svmbatch_reg_put() - drop a reference to a committed registration
+ * @reg: the registration
+ *
+ * The last reference unpins (dirtying writable pages) and uncharges.
+ */
+void svmbatch_reg_put(struct svmbatch_reg *reg)
+{
+	kref_put(&reg->ref, svmbatch_reg_release);
+}
 
 /* Check one range on its own; on success store it as a record. */
 static int svmbatch_check_range(const struct svmbatch_range *r,

@@ -176,21 +176,22 @@ int svmbatch_cmd_query(struct svmbatch_ucmd *ucmd);
 /* dmabuf.c */
 int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd);
 
-/* reg.c: REGISTER's transaction */
+/* reg.c: the registration object, REGISTER's transaction */
+void svmbatch_reg_put(struct svmbatch_reg *reg);
+void svmbatch_reg_abort(struct svmbatch_reg *reg);
+u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg);
 struct svmbatch_reg *svmbatch_batch_pin(const struct svmbatch_register *cmd,
 					u32 *error_index);
 
-/* pin.c: pinning, accounting, the registration object */
-struct svmbatch_reg *svmbatch_reg_alloc(u32 nr_ranges);
+/* pin.c: pinning and accounting */
 int svmbatch_reg_pin(struct svmbatch_reg *reg, u64 total_pages,
 		     u32 *error_index);
 void svmbatch_reg_hold_pins(struct svmbatch_reg *reg,
 			    struct svmbatch_held_pins *held);
 void svmbatch_held_pins_release(struct svmbatch_held_pins *held);
-void svmbatch_reg_put(struct svmbatch_reg *reg);
-void svmbatch_reg_abort(struct svmbatch_reg *reg);
-u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg);
+void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty);
 int svmbatch_account_charge(struct mm_struct *mm, u64 npages);
+void svmbatch_account_uncharge(struct mm_struct *mm, u64 npages);
 
 /* vma.c: which memory may be pinned */
 int svmbatch_check_vmas(struct svmbatch_reg *reg, u32 *error_index);
