@@ -39,7 +39,7 @@
 #include <system_error>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "bench_meta.hpp"
 #include "bench_stats.hpp"

@@ -45,7 +45,7 @@
 
 #include <liburing.h>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "bench_meta.hpp"
 #include "gpu_io_kernels.hpp"

@@ -23,7 +23,7 @@
 #include <utility>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "bench_stats.hpp"
 

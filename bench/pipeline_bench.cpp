@@ -52,7 +52,7 @@
 #include <vector>
 
 #include <svmbatch/diagnostics.hpp>
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "bench_meta.hpp"
 #include "bench_stats.hpp"

@@ -22,7 +22,7 @@
 #include <utility>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "bench_stats.hpp"
 #include "cli.hpp"

@@ -18,7 +18,7 @@
 #include <system_error>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 namespace {
 

@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "cli.hpp"
 #include "json.hpp"

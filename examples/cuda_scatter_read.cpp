@@ -28,7 +28,7 @@
 #include <system_error>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "gpu_checksum.hpp"
 

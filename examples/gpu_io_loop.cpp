@@ -38,7 +38,7 @@
 
 #include <cuda_runtime_api.h>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "gpu_io_kernels.hpp"
 

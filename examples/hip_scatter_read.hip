@@ -41,7 +41,7 @@
 #include <utility>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 namespace {
 

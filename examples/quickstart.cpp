@@ -3,7 +3,7 @@
 // scattered heap buffers registered in one call through /dev/svmbatch.
 // Built against the installed libsvmbatch-dev:
 //   g++ -std=c++20 quickstart.cpp $(pkg-config --cflags --libs svmbatch)
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include <cstdio>
 #include <memory>

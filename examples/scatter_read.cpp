@@ -28,7 +28,7 @@
 #include <vector>
 
 #include <svmbatch/diagnostics.hpp>
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 namespace {
 

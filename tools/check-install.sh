@@ -31,7 +31,8 @@ install_lib() {
 # What a packager would look at: the files, the soname, the C entry points.
 check_layout() {
 	local f sym syms bad=0
-	for f in include/svmbatch/svmbatch.h include/svmbatch/svmbatch.hpp \
+	for f in include/svmbatch/capi.h include/svmbatch/all.hpp \
+		include/svmbatch/svmbatch.h include/svmbatch/svmbatch.hpp \
 		include/linux/svmbatch.h lib/libsvmbatch.a lib/libsvmbatch.so \
 		lib/libsvmbatch.so.1 lib/pkgconfig/svmbatch.pc \
 		lib/cmake/svmbatch/svmbatchConfig.cmake \

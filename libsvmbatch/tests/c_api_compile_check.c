@@ -3,7 +3,7 @@
 #include <errno.h>
 #include <stddef.h>
 
-#include <svmbatch/svmbatch.h>
+#include <svmbatch/capi.h>
 
 int svmbatch_c_api_userspace_roundtrip(void);
 int svmbatch_c_api_open_mode(int mode);

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include <svmbatch/config.h>
-#include <svmbatch/svmbatch.h>
+#include <svmbatch/capi.h>
 
 #include "test_util.hpp"
 

@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "test_util.hpp"
 

@@ -12,7 +12,7 @@
 #include <cstring>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "fake_cuda/fake_cuda.h"
 #include "expect_error.hpp"

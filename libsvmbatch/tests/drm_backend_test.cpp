@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "expect_error.hpp"
 #include "test_util.hpp"

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "fake_hip/fake_hip.h"
 #include "expect_error.hpp"

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include <hsa.h>
 #include <hsa_ext_amd.h>

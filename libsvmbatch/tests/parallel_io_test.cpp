@@ -27,7 +27,7 @@
 #include <tuple>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "expect_error.hpp"
 #include "test_util.hpp"

@@ -21,8 +21,8 @@
 #include <string>
 #include <vector>
 
-#include <svmbatch/svmbatch.h>
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/capi.h>
+#include <svmbatch/all.hpp>
 
 #include "capi/c_api_internal.hpp"
 #include "fake_ibverbs/fake_ibverbs.h"

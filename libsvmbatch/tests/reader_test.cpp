@@ -15,7 +15,7 @@
 #include <random>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "expect_error.hpp"
 #include "test_util.hpp"

@@ -8,7 +8,7 @@
 #include <cstdint>
 #include <string>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 namespace svmbatch::test {
 

@@ -12,7 +12,7 @@
 #include <utility>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 #include <svmbatch/torch.hpp>
 
 #include "expect_error.hpp"

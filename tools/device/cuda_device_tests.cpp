@@ -17,7 +17,7 @@
 #include <random>
 #include <vector>
 
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/all.hpp>
 
 #include "expect_error.hpp"
 #include "gpu_checksum.hpp"

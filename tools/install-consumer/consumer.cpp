@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Built against an installed libsvmbatch (tools/check-install.sh).
+#include <svmbatch/all.hpp>
+/* The umbrella's first name still works (a forwarding header). */
 #include <svmbatch/svmbatch.hpp>
 
 #include <cstdio>

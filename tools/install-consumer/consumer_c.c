@@ -3,6 +3,8 @@
 #include <stdio.h>
 
 #include <linux/svmbatch.h>
+#include <svmbatch/capi.h>
+/* The C API's first name still works (a forwarding header). */
 #include <svmbatch/svmbatch.h>
 
 /*

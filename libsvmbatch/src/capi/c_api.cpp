@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // The C API: opaque handles over the C++ objects.  No exception crosses
 // this boundary; each becomes a negative errno and a thread-local message.
-#include <svmbatch/svmbatch.h>
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/capi.h>
+#include <svmbatch/all.hpp>
 
 #include <cerrno>
 #include <memory>

@@ -3,8 +3,8 @@
 // the conversion of exceptions into -errno and this thread's message.
 #pragma once
 
-#include <svmbatch/svmbatch.h>
-#include <svmbatch/svmbatch.hpp>
+#include <svmbatch/capi.h>
+#include <svmbatch/all.hpp>
 
 #include <cerrno>
 #include <cstring>

@@ -3,7 +3,7 @@
 // every configuration, so that the C ABI does not depend on the build:
 // without SVMBATCH_WITH_RDMA every call is -EOPNOTSUPP.
 #include <svmbatch/config.h>
-#include <svmbatch/svmbatch.h>
+#include <svmbatch/capi.h>
 
 #include <cerrno>
 #include <memory>

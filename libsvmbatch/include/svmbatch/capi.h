@@ -1,0 +1,250 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * svmbatch C API: a thin layer over the C++ library for HIP/C programs and
+ * language bindings.  Every function returning int returns 0 or a negative
+ * errno (as liburing does) and never throws.  Each of them first clears
+ * this thread's message, so svmbatch_last_error() describes the latest
+ * int-returning call on this thread: "" after a success.  Where a caller
+ * buffer is to blame, its index is stored in *failed_index
+ * (SVMBATCH_LIB_NO_INDEX otherwise, success included; failed_index may be
+ * NULL).  NULL arguments and unknown enum values give -EINVAL; a failure
+ * that is not the library's own error is -ENOMEM (out of memory) or -EIO
+ * (the message says so).  The _close/_destroy functions accept NULL.
+ */
+#ifndef SVMBATCH_CAPI_H
+#define SVMBATCH_CAPI_H
+
+/* A C header: C++'s modernize advice does not apply. */
+/* NOLINTBEGIN(modernize-deprecated-headers,modernize-use-using) */
+#include <stddef.h>
+#include <stdint.h>
+
+#include <svmbatch/api.h>
+#include <svmbatch/io_ring.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct io_uring;
+struct ibv_pd;
+struct ibv_mr;
+
+typedef struct svmbatch_ctx svmbatch_ctx;
+typedef struct svmbatch_reg svmbatch_reg;
+typedef struct svmbatch_fixed svmbatch_fixed;
+typedef struct svmbatch_rdma svmbatch_rdma;
+typedef struct svmbatch_io_loop svmbatch_io_loop;
+
+#define SVMBATCH_LIB_NO_INDEX ((size_t)-1)
+
+enum svmbatch_mode {
+	SVMBATCH_MODE_AUTO = 0,
+	SVMBATCH_MODE_KERNEL = 1,
+	SVMBATCH_MODE_USERSPACE = 2,
+};
+
+enum svmbatch_access {
+	SVMBATCH_ACCESS_READ_WRITE = 0,
+	SVMBATCH_ACCESS_READ_ONLY = 1,
+};
+
+struct svmbatch_buffer {
+	void *ptr;
+	size_t len;
+	enum svmbatch_access access;
+};
+
+struct svmbatch_ctx_info {
+	enum svmbatch_mode mode; /* KERNEL or USERSPACE, never AUTO */
+	uint32_t abi_version; /* 0 in userspace mode */
+	uint32_t max_ranges;
+	uint32_t max_registrations;
+	uint64_t page_size;
+	uint64_t features; /* SVMBATCH_FEATURE_* of <linux/svmbatch.h> */
+	uint64_t max_range_bytes;
+};
+
+struct svmbatch_reg_info {
+	uint32_t handle; /* 0 in userspace mode */
+	size_t nr_buffers;
+	size_t nr_ranges; /* after merging */
+	uint64_t pages;
+	uint64_t pinned_pages; /* 0 in userspace mode */
+};
+
+struct svmbatch_fixed_options {
+	int use_window; /* 0: register the ring's whole table */
+	unsigned int window_first;
+	unsigned int window_size; /* 0: up to the end of the table */
+};
+
+struct svmbatch_fixed_slice {
+	unsigned int index;
+	void *addr;
+	size_t len;
+};
+
+/* svmbatch_reg_options.flags */
+#define SVMBATCH_REG_NOTIFY_STALE (1U << 0) /* a stale eventfd: svmbatch_reg_get_stale_fd */
+
+struct svmbatch_reg_options {
+	unsigned int flags; /* SVMBATCH_REG_* */
+};
+
+enum svmbatch_rdma_path {
+	SVMBATCH_RDMA_AUTO = 0, /* dma-buf where it works, else per range */
+	SVMBATCH_RDMA_DMABUF = 1, /* ibv_reg_dmabuf_mr: keys by dma-buf offset */
+	SVMBATCH_RDMA_PER_RANGE = 2, /* ibv_reg_mr per range: keys by address */
+};
+
+struct svmbatch_rdma_options {
+	enum svmbatch_rdma_path path;
+	uint64_t max_mr_bytes; /* 0: the device's max_mr_size */
+	const char *library; /* NULL: libibverbs.so.1 */
+};
+
+/* What a work request names for a caller buffer. */
+struct svmbatch_rdma_key {
+	uint64_t addr;
+	uint32_t lkey;
+	uint32_t rkey;
+};
+
+struct svmbatch_rdma_info {
+	enum svmbatch_rdma_path path; /* DMABUF or PER_RANGE, never AUTO */
+	size_t nr_buffers;
+	size_t nr_regions;
+	const char *fallback_reason; /* "" if none; valid while the handle lives */
+};
+
+/* An IoLoop's options (svmbatch::IoLoopOptions); 0 takes the default. */
+struct svmbatch_io_loop_options {
+	uint32_t slots; /* power of two >= 32; 1024 */
+	uint32_t io_threads; /* the Reader's rings; the CPUs, at most 16 */
+	uint32_t max_batch; /* 256 */
+	uint32_t max_in_flight; /* 8192 */
+	uint32_t spin_us; /* 200 */
+	uint32_t park_us; /* 50 */
+};
+
+struct svmbatch_io_loop_stats {
+	uint64_t requests, completed, failed, bytes, batches, deferred, parks, undelivered;
+};
+
+/* A CPU producer's completion (svmbatch_io_wait). */
+struct svmbatch_io_done {
+	int32_t status; /* 0 or -errno (io_ring.h) */
+	uint32_t reserved;
+	uint64_t bytes;
+	uint64_t tag;
+};
+
+/* Contexts: device is NULL for /dev/svmbatch. */
+SVMBATCH_API int svmbatch_ctx_open(enum svmbatch_mode mode, const char *device, svmbatch_ctx **ctx);
+SVMBATCH_API void svmbatch_ctx_close(svmbatch_ctx *ctx);
+SVMBATCH_API int svmbatch_ctx_get_info(const svmbatch_ctx *ctx, struct svmbatch_ctx_info *info);
+
+/* Registrations: all buffers or none. */
+SVMBATCH_API int svmbatch_reg_create(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
+				     size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index);
+/* The same with options (NULL: none). */
+SVMBATCH_API int svmbatch_reg_create_with(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
+					  size_t nr_buffers,
+					  const struct svmbatch_reg_options *options,
+					  svmbatch_reg **reg, size_t *failed_index);
+SVMBATCH_API void svmbatch_reg_destroy(svmbatch_reg *reg);
+SVMBATCH_API int svmbatch_reg_get_info(const svmbatch_reg *reg, struct svmbatch_reg_info *info);
+/*
+ * *fd: the eventfd (non-blocking, owned by reg) that the module signals
+ * once when reg goes stale; -1 without SVMBATCH_REG_NOTIFY_STALE.
+ */
+SVMBATCH_API int svmbatch_reg_get_stale_fd(const svmbatch_reg *reg, int *fd);
+
+/*
+ * RDMA memory regions of a registration in the caller's protection
+ * domain (Documentation/rdma.rst): all or nothing, none longer than the
+ * device's max_mr_size; options may be NULL; access is IBV_ACCESS_*.
+ * -EOPNOTSUPP from a library built without RDMA.  Independent of reg's
+ * lifetime; destroy before the protection domain.
+ */
+SVMBATCH_API int svmbatch_rdma_create(const svmbatch_reg *reg, struct ibv_pd *pd, int access,
+				      const struct svmbatch_rdma_options *options,
+				      svmbatch_rdma **rdma, size_t *failed_index);
+/* Caller buffer @buffer's key; -ERANGE past the end. */
+SVMBATCH_API int svmbatch_rdma_get_key(const svmbatch_rdma *rdma, size_t buffer,
+				       struct svmbatch_rdma_key *key);
+SVMBATCH_API int svmbatch_rdma_get_info(const svmbatch_rdma *rdma, struct svmbatch_rdma_info *info);
+SVMBATCH_API void svmbatch_rdma_destroy(svmbatch_rdma *rdma);
+
+/*
+ * GPU-driven I/O (Documentation/gpu_io.rst): a pump thread that services
+ * the request ring with READ_FIXED into reg's buffers.  options may be
+ * NULL.  ctx and reg must outlive the loop.  The ring is host memory
+ * (svmbatch_io_loop_get_ring); a program maps it for its GPU itself
+ * (cudaHostRegister, hipHostRegister) and asks svmbatch_io_loop_get_queue
+ * for the queue at the device address it got (0: host pointers).
+ */
+SVMBATCH_API int svmbatch_io_loop_create(svmbatch_ctx *ctx, const svmbatch_reg *reg,
+					 const struct svmbatch_io_loop_options *options,
+					 svmbatch_io_loop **loop);
+/* *index: what requests name the file by.  The loop does not own fd. */
+SVMBATCH_API int svmbatch_io_loop_add_file(svmbatch_io_loop *loop, int fd, uint32_t *index);
+SVMBATCH_API int svmbatch_io_loop_get_ring(const svmbatch_io_loop *loop, void **addr,
+					   size_t *bytes);
+SVMBATCH_API int svmbatch_io_loop_get_queue(const svmbatch_io_loop *loop, uint64_t device_address,
+					    struct svmbatch_io_queue *queue);
+/* Stop taking requests, complete what was published, end the pump. */
+SVMBATCH_API int svmbatch_io_loop_stop(svmbatch_io_loop *loop, uint32_t drain_ms);
+SVMBATCH_API int svmbatch_io_loop_get_stats(const svmbatch_io_loop *loop,
+					    struct svmbatch_io_loop_stats *stats);
+SVMBATCH_API void svmbatch_io_loop_destroy(svmbatch_io_loop *loop);
+/*
+ * CPU producers of a queue (host pointers): svmbatch_io_read returns the
+ * ticket, or -ESHUTDOWN once the loop is closed; svmbatch_io_wait blocks
+ * for the ticket's completion (wait for tickets in the order taken).
+ */
+SVMBATCH_API int64_t svmbatch_io_read(const struct svmbatch_io_queue *queue, uint32_t file,
+				      uint64_t file_offset, uint64_t length, uint32_t buffer,
+				      uint64_t buffer_offset, uint64_t tag);
+SVMBATCH_API int svmbatch_io_wait(const struct svmbatch_io_queue *queue, int64_t ticket,
+				  struct svmbatch_io_done *done);
+
+/* io_uring fixed buffers; options may be NULL.  Destroy before the ring. */
+SVMBATCH_API int svmbatch_fixed_create(const svmbatch_reg *reg, struct io_uring *ring,
+				       const struct svmbatch_fixed_options *options,
+				       svmbatch_fixed **fixed);
+/* The first slice of caller buffer @buffer; -ERANGE past the end. */
+SVMBATCH_API int svmbatch_fixed_get(const svmbatch_fixed *fixed, size_t buffer,
+				    struct svmbatch_fixed_slice *slice);
+SVMBATCH_API void svmbatch_fixed_destroy(svmbatch_fixed *fixed);
+
+/*
+ * The names of libsvmbatch 0.1, before every function was named
+ * svmbatch_<object>_<verb>: the same functions, still exported (the soname
+ * stays libsvmbatch.so.1).  New code uses the names above.
+ */
+/* clang-format 14 does not settle on one layout for these. */
+/* clang-format off */
+SVMBATCH_API SVMBATCH_DEPRECATED("use svmbatch_reg_create")
+int svmbatch_register(svmbatch_ctx *ctx, const struct svmbatch_buffer *buffers,
+		      size_t nr_buffers, svmbatch_reg **reg, size_t *failed_index);
+SVMBATCH_API SVMBATCH_DEPRECATED("use svmbatch_reg_destroy")
+void svmbatch_unregister(svmbatch_reg *reg);
+SVMBATCH_API SVMBATCH_DEPRECATED("use svmbatch_fixed_create")
+int svmbatch_register_fixed(const svmbatch_reg *reg, struct io_uring *ring,
+			    const struct svmbatch_fixed_options *options,
+			    svmbatch_fixed **fixed);
+SVMBATCH_API SVMBATCH_DEPRECATED("use svmbatch_fixed_destroy")
+void svmbatch_unregister_fixed(svmbatch_fixed *fixed);
+/* clang-format on */
+
+/* The message of this thread's latest int-returning call; "" on success. */
+SVMBATCH_API const char *svmbatch_last_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+/* NOLINTEND(modernize-deprecated-headers,modernize-use-using) */
+#endif /* SVMBATCH_CAPI_H */
