@@ -8,6 +8,11 @@
  * metadata instead of one pointer per page.  Every step can fail part way;
  * svmbatch_reg_abort() then unpins whatever was pinned.
  *
+ * svmbatch_reg_pin() is REGISTER's pin step, from the mapping check to a
+ * pin known to be current: it checks the mappings (vma.c), charges the
+ * batch once, pins, and asks stale.c whether an invalidation raced the
+ * pin; if one did, it checks and pins again, a bounded number of times.
+ *
  * Allocations sized by the caller stay below what kvmalloc() accepts
  * (INT_MAX bytes; more is a WARN): the run array is capped here, the range
  * tables by the max_ranges bound (main.c).
@@ -22,7 +27,7 @@
 /* 64 KiB of page pointers per pin_user_pages_fast() call. */
 #define SVMBATCH_PIN_CHUNK (SZ_64K / sizeof(struct page *))
 
-/* State of one svmbatch_reg_pin() call. */
+/* State of one svmbatch_pin_ranges() call. */
 struct svmbatch_pinner {
 	struct svmbatch_reg *reg;
 	struct page **pages;
@@ -34,6 +39,19 @@ struct svmbatch_pinner {
 
 /* Most runs one registration can describe: kvmalloc() stops at INT_MAX. */
 #define SVMBATCH_MAX_RUNS (INT_MAX / sizeof(struct svmbatch_run))
+
+/* Pin attempts of one REGISTER when invalidations race the pin. */
+#define SVMBATCH_PIN_ATTEMPTS 4
+
+/**
+ * struct svmbatch_held_pins - the pages of an earlier pin attempt
+ * @runs: their runs, still pinned
+ * @nr_runs: entries of @runs
+ */
+struct svmbatch_held_pins {
+	struct svmbatch_run *runs;
+	u32 nr_runs;
+};
 
 /**
  * svmbatch_account_charge() - charge pinned pages to an mm
@@ -48,7 +66,7 @@ struct svmbatch_pinner {
  *
  * Return: 0 or -ENOMEM.
  */
-int svmbatch_account_charge(struct mm_struct *mm, u64 npages)
+static int svmbatch_account_charge(struct mm_struct *mm, u64 npages)
 {
 	u64 limit = rlimit(RLIMIT_MEMLOCK) >> PAGE_SHIFT;
 	s64 cur, next;
@@ -226,7 +244,7 @@ static int svmbatch_pin_range(struct svmbatch_pinner *p,
 }
 
 /**
- * svmbatch_reg_pin() - pin every range of a registration
+ * svmbatch_pin_ranges() - pin every range of a registration, once
  * @reg: registration whose ranges are filled in, validated and checked
  *	by svmbatch_check_vmas(), and that holds no pages
  * @total_pages: sum of the ranges' pages
@@ -237,8 +255,8 @@ static int svmbatch_pin_range(struct svmbatch_pinner *p,
  *
  * Return: 0 or a negative errno.
  */
-int svmbatch_reg_pin(struct svmbatch_reg *reg, u64 total_pages,
-		     u32 *error_index)
+static int svmbatch_pin_ranges(struct svmbatch_reg *reg, u64 total_pages,
+			       u32 *error_index)
 {
 	struct svmbatch_pinner p = {
 		.reg = reg,
@@ -305,8 +323,8 @@ void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty)
  * page-replacing invalidation, is what made the attempt race).  Dropped
  * first, the pages would be shared with the next child again.
  */
-void svmbatch_reg_hold_pins(struct svmbatch_reg *reg,
-			    struct svmbatch_held_pins *held)
+static void svmbatch_reg_hold_pins(struct svmbatch_reg *reg,
+				   struct svmbatch_held_pins *held)
 {
 	held->runs = reg->runs;
 	held->nr_runs = reg->nr_runs;
@@ -323,10 +341,65 @@ void svmbatch_reg_hold_pins(struct svmbatch_reg *reg,
  *
  * No device saw these pages, so they are not dirtied.
  */
-void svmbatch_held_pins_release(struct svmbatch_held_pins *held)
+static void svmbatch_held_pins_release(struct svmbatch_held_pins *held)
 {
 	svmbatch_runs_unpin(held->runs, held->nr_runs, false);
 	kvfree(held->runs);
 	held->runs = NULL;
 	held->nr_runs = 0;
+}
+
+/**
+ * svmbatch_reg_pin() - pin every range of a registration, verified current
+ * @reg: registration whose ranges are copied in, validated and watched
+ *	(svmbatch_stale_watch()), and that holds no pages
+ * @total_pages: sum of the ranges' pages
+ * @error_index: output, the range to blame on failure; left alone when no
+ *	single range is
+ *
+ * Checks the mappings, charges once, pins, and verifies that no
+ * invalidation raced the pin (stale.c).  When one did, the pages may no
+ * longer be the ones mapped, so it checks and pins again, a bounded number
+ * of times, holding the earlier attempt's pages until the new attempt has
+ * its own (svmbatch_reg_hold_pins() says why).
+ *
+ * Return: 0 with every page of @reg pinned and @reg LIVE, or a negative
+ * errno (-EAGAIN when every attempt raced) with the pages pinned and the
+ * charge taken so far left in @reg for the caller's svmbatch_reg_abort().
+ */
+int svmbatch_reg_pin(struct svmbatch_reg *reg, u64 total_pages,
+		     u32 *error_index)
+{
+	struct svmbatch_held_pins held = {};
+	unsigned int attempt;
+	int ret;
+
+	for (attempt = 1;; attempt++) {
+		unsigned long seq = svmbatch_stale_begin(reg);
+
+		ret = svmbatch_check_vmas(reg, error_index);
+		if (!ret && !reg->charged_pages) {
+			ret = svmbatch_account_charge(reg->mm, total_pages);
+			if (!ret)
+				reg->charged_pages = total_pages;
+		}
+		if (!ret)
+			ret = svmbatch_pin_ranges(reg, total_pages,
+						  error_index);
+		svmbatch_held_pins_release(&held);
+		if (ret)
+			return ret;
+		if (svmbatch_stale_go_live(reg, seq))
+			return 0;
+
+		if (attempt == SVMBATCH_PIN_ATTEMPTS)
+			return -EAGAIN;
+		atomic64_inc(&svmbatch_stats.pin_retries);
+		svmbatch_reg_hold_pins(reg, &held);
+		if (fatal_signal_pending(current)) {
+			svmbatch_held_pins_release(&held);
+			return -EINTR;
+		}
+		cond_resched();
+	}
 }

@@ -8,7 +8,8 @@
  * Steps, in order: copy the ranges in and check each on its own, refuse
  * overlaps, start watching the span for invalidations, then check the
  * mappings, charge RLIMIT_MEMLOCK once for the whole batch, pin, and
- * verify that no invalidation raced the pin (pinning again if one did).
+ * verify that no invalidation raced the pin, pinning again if one did
+ * (these last four are pin.c's svmbatch_reg_pin()).
  * Any failure undoes all earlier steps with svmbatch_reg_abort().  Handing
  * the result to the caller is the command's job (commands.c).
  */
@@ -24,9 +25,6 @@
 
 /* Ranges copied from user space per copy_from_user() when packed. */
 #define SVMBATCH_COPY_BATCH 8
-
-/* Pin attempts of one REGISTER when invalidations race the pin. */
-#define SVMBATCH_PIN_ATTEMPTS 4
 
 /**
  * svmbatch_reg_alloc() - allocate an empty registration
@@ -281,51 +279,6 @@ static int svmbatch_check_overlap(const struct svmbatch_reg *reg,
 	return -EINVAL;
 }
 
-/*
- * Check the mappings, charge once, pin, and verify that no invalidation
- * raced the pin (stale.c).  When one did, the pages may no longer be the
- * ones mapped, so check and pin again, a bounded number of times, holding
- * the earlier attempt's pages until the new attempt has its own
- * (svmbatch_reg_hold_pins() says why).  Returns with every page of @reg
- * pinned and @reg LIVE, or an errno with the pages dropped by the caller's
- * svmbatch_reg_abort().
- */
-static int svmbatch_pin_verified(struct svmbatch_reg *reg, u64 total_pages,
-				 u32 *error_index)
-{
-	struct svmbatch_held_pins held = {};
-	unsigned int attempt;
-	int ret;
-
-	for (attempt = 1;; attempt++) {
-		unsigned long seq = svmbatch_stale_begin(reg);
-
-		ret = svmbatch_check_vmas(reg, error_index);
-		if (!ret && !reg->charged_pages) {
-			ret = svmbatch_account_charge(reg->mm, total_pages);
-			if (!ret)
-				reg->charged_pages = total_pages;
-		}
-		if (!ret)
-			ret = svmbatch_reg_pin(reg, total_pages, error_index);
-		svmbatch_held_pins_release(&held);
-		if (ret)
-			return ret;
-		if (svmbatch_stale_go_live(reg, seq))
-			return 0;
-
-		if (attempt == SVMBATCH_PIN_ATTEMPTS)
-			return -EAGAIN;
-		atomic64_inc(&svmbatch_stats.pin_retries);
-		svmbatch_reg_hold_pins(reg, &held);
-		if (fatal_signal_pending(current)) {
-			svmbatch_held_pins_release(&held);
-			return -EINTR;
-		}
-		cond_resched();
-	}
-}
-
 /**
  * svmbatch_batch_pin() - validate, charge and pin the ranges of a REGISTER
  * @cmd: the REGISTER command, its header already checked
@@ -361,7 +314,7 @@ struct svmbatch_reg *svmbatch_batch_pin(const struct svmbatch_register *cmd,
 	ret = svmbatch_stale_watch(reg);
 	if (ret)
 		goto err_abort;
-	ret = svmbatch_pin_verified(reg, total_pages, error_index);
+	ret = svmbatch_reg_pin(reg, total_pages, error_index);
 	if (ret)
 		goto err_abort;
 	return reg;

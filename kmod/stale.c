@@ -12,7 +12,7 @@
  * The notifier is inserted before pinning, in the kernel's usual pattern
  * (mmu_interval_read_begin() before, mmu_interval_read_retry() after):
  * an invalidation that lands while a REGISTER pins makes it pin again
- * (reg.c), since the pages it got may already be gone from the
+ * (pin.c), since the pages it got may already be gone from the
  * address space.  The commonest such invalidation is the pin's own
  * copy-on-write break of a page that fork() had shared with a child; the
  * next attempt holds the pages of the one before, which fork() no longer

@@ -126,16 +126,6 @@ struct svmbatch_reg {
 	struct eventfd_ctx *eventfd;
 };
 
-/**
- * struct svmbatch_held_pins - the pages of an earlier pin attempt
- * @runs: their runs, still pinned
- * @nr_runs: entries of @runs
- */
-struct svmbatch_held_pins {
-	struct svmbatch_run *runs;
-	u32 nr_runs;
-};
-
 /* Registration flags (bit numbers) */
 #define SVMBATCH_REG_STALE   0 /* a registered VA changed */
 #define SVMBATCH_REG_WATCHED 1 /* @notifier is inserted */
@@ -186,11 +176,7 @@ struct svmbatch_reg *svmbatch_batch_pin(const struct svmbatch_register *cmd,
 /* pin.c: pinning and accounting */
 int svmbatch_reg_pin(struct svmbatch_reg *reg, u64 total_pages,
 		     u32 *error_index);
-void svmbatch_reg_hold_pins(struct svmbatch_reg *reg,
-			    struct svmbatch_held_pins *held);
-void svmbatch_held_pins_release(struct svmbatch_held_pins *held);
 void svmbatch_reg_unpin(struct svmbatch_reg *reg, bool may_dirty);
-int svmbatch_account_charge(struct mm_struct *mm, u64 npages);
 void svmbatch_account_uncharge(struct mm_struct *mm, u64 npages);
 
 /* vma.c: which memory may be pinned */

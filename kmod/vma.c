@@ -7,7 +7,7 @@
  * The mapping checks run under the mmap lock but the pin does not, so a
  * thread could swap a range's mapping between the check and the pin.  Such
  * a swap unmaps the old mapping, which the registration's interval notifier
- * sees; REGISTER then checks and pins again (reg.c).  A change of
+ * sees; REGISTER then checks and pins again (pin.c).  A change of
  * protection alone (mprotect) is no invalidation, so what it can let
  * through, a writable pin of page-cache pages, is refused page by page.
  */
