@@ -31,6 +31,7 @@
 
 #include "expect_error.hpp"
 #include "test_util.hpp"
+#include "uring/io_plan.hpp"
 
 namespace svmbatch {
 namespace {
@@ -558,6 +559,24 @@ TEST_F(ParallelIoTest, CancelEndsBlockedReadsAndTheReaderGoesOn)
 		EXPECT_EQ(res[0].err, 0);
 		EXPECT_EQ(b[0][0], pattern_byte(100));
 	}
+}
+
+/*
+ * AsyncWorkers hands io-wq only what a worker can copy: transfers of a
+ * regular file.  A pipe read keeps the usual poll path (IOSQE_ASYNC on a
+ * pipe could spin the driver in the kernel on 6.1 once data arrived).
+ */
+TEST_F(ParallelIoTest, OnlyStorageTransfersGoToTheWorkers)
+{
+	test::ScratchFile file(1 << 20);
+	Buffers b(*ctx_, ring_->get(), 2, 8192, 24);
+	Pipe p;
+	std::vector<IoRequest> rq{{file.fd(), 0, b[0].size(), 0, 0},
+				  {p.fds[0], 0, b[1].size(), 1, 0}};
+	std::vector<detail::Piece> pieces = detail::plan_pieces(rq, b.fixed(), IoOptions{}, true);
+	ASSERT_FALSE(pieces.empty());
+	for (const detail::Piece &piece : pieces)
+		EXPECT_EQ(piece.offload, piece.request == 0) << "request " << piece.request;
 }
 
 /*

@@ -41,9 +41,10 @@ enum class Parallelism {
 	/// (IORING_REGISTER_CLONE_BUFFERS, 6.12+: no new pins), else
 	/// AsyncWorkers.  Chosen by probing the kernel, not by its version.
 	Auto,
-	/// The caller's ring alone; every entry IOSQE_ASYNC, so the ring's
-	/// io-wq workers (at most `threads`, IORING_REGISTER_IOWQ_MAX_WORKERS)
-	/// do the copies.  io-wq runs buffered writes to one file one at a time.
+	/// The caller's ring alone; every transfer of a regular file or block
+	/// device IOSQE_ASYNC, so the ring's io-wq workers (at most `threads`,
+	/// IORING_REGISTER_IOWQ_MAX_WORKERS) do the copies (a pipe or socket
+	/// waits by poll as usual).  io-wq runs buffered writes to one file one at a time.
 	AsyncWorkers,
 	/// `threads` rings, each driven by its own thread: the caller's ring
 	/// and threads - 1 private ones holding the same buffer table (cloned

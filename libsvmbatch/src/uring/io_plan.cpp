@@ -6,6 +6,7 @@
 #include <svmbatch/error.hpp>
 
 #include <fcntl.h>
+#include <sys/stat.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,6 +19,13 @@ bool is_direct(int fd)
 	int flags = ::fcntl(fd, F_GETFL);
 
 	return flags >= 0 && (flags & O_DIRECT);
+}
+
+bool is_storage(int fd)
+{
+	struct stat st {};
+
+	return ::fstat(fd, &st) == 0 && (S_ISREG(st.st_mode) || S_ISBLK(st.st_mode));
 }
 
 namespace {
@@ -53,6 +61,7 @@ void cut_request(std::size_t i, const IoRequest &rq, const FixedBuffers &fixed,
 		throw Error(EINVAL, Step::Validate,
 			    "request " + std::to_string(i) + " reaches past its buffer", rq.buffer);
 	const bool direct = is_direct(rq.fd);
+	const bool offload = is_storage(rq.fd);
 	std::size_t skip = rq.buffer_offset, left = rq.length;
 	std::uint64_t off = rq.file_offset;
 	for (const FixedSlice &s : slices) {
@@ -75,7 +84,7 @@ void cut_request(std::size_t i, const IoRequest &rq, const FixedBuffers &fixed,
 						    "aligned to " +
 						    std::to_string(align),
 					    rq.buffer);
-			pieces.push_back({i, rq.fd, s.index, addr + done, n, off});
+			pieces.push_back({i, rq.fd, s.index, addr + done, n, off, offload});
 			done += n;
 			off += n;
 		}

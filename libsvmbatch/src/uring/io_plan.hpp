@@ -21,10 +21,19 @@ struct Piece {
 	char *addr;
 	std::size_t len;
 	std::uint64_t file_offset;
+	bool offload; ///< an io-wq worker may run it: see is_storage()
 };
 
 /// fd was opened with O_DIRECT.
 bool is_direct(int fd);
+
+/// fd is a regular file or a block device: a transfer a worker can copy
+/// in parallel.  A pipe or socket is not: IOSQE_ASYNC only sends it from
+/// io-wq to the poll path it would take anyway, and on Linux 6.1 that
+/// detour can spin in the submitting thread's task work once data has
+/// arrived (seen in our 6.1 guests: the driver at 100% system time, the
+/// byte left in the pipe, the read never retried).
+bool is_storage(int fd);
 
 /// Check every request against fixed and options, then cut them into
 /// pieces, request by request in file order.  Throws Error(EINVAL,

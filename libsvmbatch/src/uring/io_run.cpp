@@ -113,7 +113,7 @@ private:
 				io_uring_prep_write_fixed(sqe, p.fd, p.addr,
 							  static_cast<unsigned>(p.len),
 							  p.file_offset, static_cast<int>(p.index));
-			if (run_.setup().async)
+			if (run_.setup().async && p.offload)
 				sqe->flags |= IOSQE_ASYNC;
 			io_uring_sqe_set_data64(sqe, io_tag | slot);
 			queued++;
