@@ -3,9 +3,11 @@
  * svmbatch: pin many scattered user ranges in one transactional ioctl.
  *
  * This file owns the misc device, the module parameters and the ioctl
- * table.  Size checking and copy_struct_from_user() are done once here, so
- * each handler, svmbatch_cmd_<command>() in commands.c and dmabuf.c, only
- * sees a fully read command struct.
+ * table.  Each command's handler, svmbatch_cmd_<command>(), lives with the
+ * object it works on: GET_INFO in context.c, REGISTER, UNREGISTER and
+ * QUERY in reg.c, EXPORT_DMABUF in dmabuf.c.  Size checking and
+ * copy_struct_from_user() are done once here, so each handler only sees a
+ * fully read command struct.
  */
 #include <linux/fs.h>
 #include <linux/miscdevice.h>

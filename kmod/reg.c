@@ -1,17 +1,21 @@
 // SPDX-License-Identifier: GPL-2.0-only
 /*
- * The registration object: its lifetime, from allocation to the release of
- * its last reference, and REGISTER's transaction, which turns a batch of
- * caller ranges into a registration whose every page is pinned and
- * charged, or into an errno with nothing pinned, charged or allocated.
+ * The registration object and its commands, REGISTER, UNREGISTER and
+ * QUERY, which main.c's table runs with the command struct already read
+ * in.  A registration lives from REGISTER to the release of its last
+ * reference: its handle, and each dma-buf exported from it (dmabuf.c).
  *
- * Steps, in order: copy the ranges in and check each on its own, refuse
- * overlaps, start watching the span for invalidations, then check the
- * mappings, charge RLIMIT_MEMLOCK once for the whole batch, pin, and
- * verify that no invalidation raced the pin, pinning again if one did
- * (these last four are pin.c's svmbatch_reg_pin()).
- * Any failure undoes all earlier steps with svmbatch_reg_abort().  Handing
- * the result to the caller is the command's job (commands.c).
+ * REGISTER pins its batch as one transaction, then reserves a handle,
+ * copies the result out, and only then publishes the registration: a
+ * failure at any step undoes all earlier ones, so the caller sees either a
+ * handle or an errno with nothing pinned, charged or allocated.
+ *
+ * The transaction's steps, in order: copy the ranges in and check each on
+ * its own, refuse overlaps, start watching the span for invalidations
+ * (stale.c), then check the mappings, charge RLIMIT_MEMLOCK once for the
+ * whole batch, pin, and verify that no invalidation raced the pin, pinning
+ * again if one did (these last four are pin.c's svmbatch_reg_pin()).  Any
+ * failure undoes all earlier steps with svmbatch_reg_abort().
  */
 #include <linux/mm.h>
 #include <linux/sched.h>
@@ -79,7 +83,7 @@ static void svmbatch_reg_free(struct svmbatch_reg *reg)
  * Nothing was handed out, so no device can have written the pages: they
  * are unpinned without being dirtied.
  */
-void svmbatch_reg_abort(struct svmbatch_reg *reg)
+static void svmbatch_reg_abort(struct svmbatch_reg *reg)
 {
 	svmbatch_reg_unpin(reg, false);
 	svmbatch_reg_free(reg);
@@ -92,7 +96,7 @@ void svmbatch_reg_abort(struct svmbatch_reg *reg)
  * Return: bytes of the registration, its range table, its address-sorted
  * index and its run array.
  */
-u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg)
+static u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg)
 {
 	return sizeof(*reg) + (u64)reg->nr_ranges * sizeof(*reg->ranges) +
 	       (reg->by_addr ? (u64)reg->nr_ranges * sizeof(*reg->by_addr) :
@@ -288,8 +292,8 @@ static int svmbatch_check_overlap(const struct svmbatch_reg *reg,
  * Return: a LIVE registration holding one reference, to be published or
  * aborted by the caller, or an ERR_PTR() with everything undone.
  */
-struct svmbatch_reg *svmbatch_batch_pin(const struct svmbatch_register *cmd,
-					u32 *error_index)
+static struct svmbatch_reg *
+svmbatch_batch_pin(const struct svmbatch_register *cmd, u32 *error_index)
 {
 	struct svmbatch_reg *reg;
 	u64 total_pages;
@@ -322,4 +326,168 @@ struct svmbatch_reg *svmbatch_batch_pin(const struct svmbatch_register *cmd,
 err_abort:
 	svmbatch_reg_abort(reg);
 	return ERR_PTR(ret);
+}
+
+static int svmbatch_register_fail(struct svmbatch_ucmd *ucmd, int err)
+{
+	/* error_index is reported even on failure; the errno wins. */
+	svmbatch_ucmd_respond(ucmd);
+	return err;
+}
+
+/**
+ * svmbatch_cmd_register() - SVMBATCH_REGISTER: pin a batch of ranges
+ * @ucmd: command holding a struct svmbatch_register
+ *
+ * See Documentation/uapi.rst for the order of the checks and the errnos.
+ *
+ * Return: 0 with a new handle, or a negative errno with nothing changed
+ * but the failure counters.
+ */
+int svmbatch_cmd_register(struct svmbatch_ucmd *ucmd)
+{
+	struct svmbatch_register *cmd = ucmd->cmd;
+	struct svmbatch_ctx *ctx = ucmd->ctx;
+	struct svmbatch_reg *reg;
+	u32 handle;
+	int ret;
+
+	cmd->handle = 0;
+	cmd->nr_pages = 0;
+	cmd->error_index = SVMBATCH_NO_INDEX;
+
+	if (cmd->flags & ~SVMBATCH_REGISTER_EVENTFD)
+		return svmbatch_register_fail(ucmd, -EOPNOTSUPP);
+	if (cmd->reserved)
+		return svmbatch_register_fail(ucmd, -EINVAL);
+	if (!cmd->nr_ranges)
+		return svmbatch_register_fail(ucmd, -EINVAL);
+	if (cmd->nr_ranges > READ_ONCE(svmbatch_limits.max_ranges))
+		return svmbatch_register_fail(ucmd, -E2BIG);
+	if (cmd->range_size < sizeof(struct svmbatch_range))
+		return svmbatch_register_fail(ucmd, -EINVAL);
+	if (READ_ONCE(ctx->nr_regs) >=
+	    READ_ONCE(svmbatch_limits.max_registrations))
+		return svmbatch_register_fail(ucmd, -ENOSPC);
+
+	reg = svmbatch_batch_pin(cmd, &cmd->error_index);
+	if (IS_ERR(reg))
+		return svmbatch_register_fail(ucmd, PTR_ERR(reg));
+
+	ret = svmbatch_ctx_reserve(ctx, &handle);
+	if (ret)
+		goto err_abort;
+	cmd->handle = handle;
+	cmd->nr_pages = reg->nr_pages;
+	ret = svmbatch_ucmd_respond(ucmd);
+	if (ret)
+		goto err_cancel;
+
+	atomic64_inc(&svmbatch_stats.registrations);
+	atomic64_inc(&svmbatch_stats.registered_total);
+	atomic64_add(reg->nr_pages, &svmbatch_stats.pinned_pages);
+	atomic64_add(svmbatch_reg_meta_bytes(reg), &svmbatch_stats.meta_bytes);
+	svmbatch_ctx_publish(ctx, handle, reg);
+	return 0;
+
+err_cancel:
+	svmbatch_ctx_cancel(ctx, handle);
+err_abort:
+	svmbatch_reg_abort(reg);
+	cmd->handle = 0;
+	cmd->nr_pages = 0;
+	return svmbatch_register_fail(ucmd, ret);
+}
+
+/**
+ * svmbatch_cmd_unregister() - SVMBATCH_UNREGISTER: drop a handle
+ * @ucmd: command holding a struct svmbatch_unregister
+ *
+ * The pages are unpinned when the last reference to the registration is
+ * gone.
+ *
+ * Return: 0 or -ENOENT for an unknown handle.
+ */
+int svmbatch_cmd_unregister(struct svmbatch_ucmd *ucmd)
+{
+	struct svmbatch_unregister *cmd = ucmd->cmd;
+
+	return svmbatch_ctx_remove(ucmd->ctx, cmd->handle);
+}
+
+static int svmbatch_query_ranges(const struct svmbatch_reg *reg,
+				 const struct svmbatch_query *cmd)
+{
+	void __user *uranges = u64_to_user_ptr(cmd->ranges);
+	size_t extra = cmd->range_size - sizeof(struct svmbatch_range);
+	u32 i;
+
+	if (svmbatch_should_fail(-EFAULT))
+		return -EFAULT;
+	for (i = 0; i < reg->nr_ranges; i++) {
+		const struct svmbatch_range_rec *rec = &reg->ranges[i];
+		struct svmbatch_range r = {
+			.addr = rec->addr_flags & PAGE_MASK,
+			.len = rec->len,
+			.flags = rec->addr_flags & SVMBATCH_REC_FLAGS_MASK,
+		};
+		void __user *dst = uranges + (size_t)i * cmd->range_size;
+
+		if (copy_to_user(dst, &r, sizeof(r)))
+			return -EFAULT;
+		if (extra && clear_user(dst + sizeof(r), extra))
+			return -EFAULT;
+		/* Up to max_ranges elements of up to 4 GiB each. */
+		if (fatal_signal_pending(current))
+			return -EINTR;
+		cond_resched();
+	}
+	return 0;
+}
+
+/**
+ * svmbatch_cmd_query() - SVMBATCH_QUERY: describe a registration
+ * @ucmd: command holding a struct svmbatch_query
+ *
+ * Return: 0, -ENOENT for an unknown handle, -EMSGSIZE when the range
+ * buffer is too small (nr_ranges is still reported), -EINVAL or
+ * -EOPNOTSUPP for bad input, or -EFAULT.
+ */
+int svmbatch_cmd_query(struct svmbatch_ucmd *ucmd)
+{
+	struct svmbatch_query *cmd = ucmd->cmd;
+	struct svmbatch_reg *reg;
+	int ret = 0;
+
+	if (cmd->flags)
+		return -EOPNOTSUPP;
+	if (cmd->reserved)
+		return -EINVAL;
+	if (cmd->ranges && cmd->range_size < sizeof(struct svmbatch_range))
+		return -EINVAL;
+
+	reg = svmbatch_ctx_get(ucmd->ctx, cmd->handle);
+	if (!reg)
+		return -ENOENT;
+
+	cmd->nr_ranges = reg->nr_ranges;
+	cmd->nr_pages = reg->nr_pages;
+	cmd->nr_segments = reg->nr_runs;
+	cmd->nr_folios = reg->nr_folios;
+	cmd->meta_bytes = svmbatch_reg_meta_bytes(reg);
+	cmd->out_flags = test_bit(SVMBATCH_REG_STALE, &reg->flags) ?
+				 SVMBATCH_QUERY_STALE :
+				 0;
+
+	if (cmd->ranges) {
+		if (cmd->ranges_cap < reg->nr_ranges)
+			ret = -EMSGSIZE;
+		else
+			ret = svmbatch_query_ranges(reg, cmd);
+	}
+	svmbatch_reg_put(reg);
+
+	if (ret && ret != -EMSGSIZE)
+		return ret;
+	return svmbatch_ucmd_respond(ucmd) ?: ret;
 }

@@ -131,7 +131,13 @@ struct svmbatch_reg {
 #define SVMBATCH_REG_WATCHED 1 /* @notifier is inserted */
 #define SVMBATCH_REG_LIVE    2 /* pinned pages verified current */
 
-/* An ioctl in flight: the command struct copied in, ready to copy out. */
+/*
+ * An ioctl in flight: the command struct copied in, ready to copy out.
+ * Each command's handler, svmbatch_cmd_<command>(), lives in the file of
+ * the object it works on and is declared with that file's functions below.
+ * The names keep the handlers apart from the uapi structs (struct
+ * svmbatch_<command>) and the library's C API (svmbatch_<object>_<verb>()).
+ */
 struct svmbatch_ucmd {
 	struct svmbatch_ctx *ctx;
 	void __user *ubuffer;
@@ -140,9 +146,10 @@ struct svmbatch_ucmd {
 	size_t cmd_size;
 };
 
+/* main.c: the device and the ioctl table */
 int svmbatch_ucmd_respond(struct svmbatch_ucmd *ucmd);
 
-/* context.c */
+/* context.c: the per-file context and its handle table; GET_INFO */
 struct svmbatch_ctx *svmbatch_ctx_create(void);
 void svmbatch_ctx_destroy(struct svmbatch_ctx *ctx);
 int svmbatch_ctx_reserve(struct svmbatch_ctx *ctx, u32 *handle);
@@ -154,24 +161,11 @@ int svmbatch_ctx_remove(struct svmbatch_ctx *ctx, u32 handle);
 void svmbatch_ctx_note_failure(struct svmbatch_ctx *ctx);
 int svmbatch_cmd_get_info(struct svmbatch_ucmd *ucmd);
 
-/*
- * The ioctl handlers, one per command, named svmbatch_cmd_<command>() to
- * keep them apart from the uapi structs (struct svmbatch_<command>) and
- * the library's C API (svmbatch_<object>_<verb>()).
- */
-/* commands.c */
+/* reg.c: the registration object; REGISTER, UNREGISTER, QUERY */
+void svmbatch_reg_put(struct svmbatch_reg *reg);
 int svmbatch_cmd_register(struct svmbatch_ucmd *ucmd);
 int svmbatch_cmd_unregister(struct svmbatch_ucmd *ucmd);
 int svmbatch_cmd_query(struct svmbatch_ucmd *ucmd);
-/* dmabuf.c */
-int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd);
-
-/* reg.c: the registration object, REGISTER's transaction */
-void svmbatch_reg_put(struct svmbatch_reg *reg);
-void svmbatch_reg_abort(struct svmbatch_reg *reg);
-u64 svmbatch_reg_meta_bytes(const struct svmbatch_reg *reg);
-struct svmbatch_reg *svmbatch_batch_pin(const struct svmbatch_register *cmd,
-					u32 *error_index);
 
 /* pin.c: pinning and accounting */
 int svmbatch_reg_pin(struct svmbatch_reg *reg, u64 total_pages,
@@ -189,6 +183,9 @@ int svmbatch_stale_watch(struct svmbatch_reg *reg);
 unsigned long svmbatch_stale_begin(struct svmbatch_reg *reg);
 bool svmbatch_stale_go_live(struct svmbatch_reg *reg, unsigned long seq);
 void svmbatch_stale_unwatch(struct svmbatch_reg *reg);
+
+/* dmabuf.c: the dma-buf export; EXPORT_DMABUF */
+int svmbatch_cmd_export_dmabuf(struct svmbatch_ucmd *ucmd);
 
 /* stats.c: counters in debugfs and fdinfo */
 struct svmbatch_stats {
