@@ -39,7 +39,7 @@ KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 .PHONY: kmod kmod-one kmod-built sparse-one checkpatch kernel-doc uapi-check
 .PHONY: selftests vmtest vmtest-one bench-kmod
 .PHONY: lib lib-asan lib-tsan lib-test lib-test-tsan lib-tidy cuda-programs install bench-lib
-.PHONY: deb htmldocs shellcheck format format-check python python-test
+.PHONY: deb htmldocs man shellcheck format format-check python python-test
 
 ## all          the module for every kernel of KERNELS, the selftests, the library
 all: kmod selftests lib
@@ -168,9 +168,25 @@ htmldocs: ksrc
 	perl $(KERNEL_DOC) -rst uapi/linux/svmbatch.h >$(BUILD)/htmldocs-gen/svmbatch-h.rst
 	sphinx-build -W --keep-going -q -b html Documentation $(BUILD)/htmldocs
 
-## install      install the library from the release build (DESTDIR honoured)
-install: lib
+# The manual pages, from the same sources as the HTML (Documentation/conf.py
+# says how): svmbatch(1) from cli.rst, and Documentation/man/'s pages of the
+# C API.  Fails, naming it, on a function of capi.h without a page.
+## man          the manual pages (svmbatch(1), the C API's man3) into build/man
+man:
+	rm -rf $(BUILD)/man
+	sphinx-build -W --keep-going -q -t man -b man -d $(BUILD)/man-doctrees \
+		Documentation $(BUILD)/man
+	@missing=$$(sed -nE 's/^(SVMBATCH_API .*|int|void|int64_t|const char \*) \**(svmbatch_[a-z0-9_]+)\(.*/\2/p' \
+		libsvmbatch/include/svmbatch/capi.h | while read -r f; do \
+			[ -f $(BUILD)/man/man3/$$f.3 ] || echo "$$f"; done); \
+		[ -z "$$missing" ] || { echo "man: no page in Documentation/man/ for:" $$missing; exit 1; }
+
+## install      install the library and the manual pages (DESTDIR honoured)
+install: lib man
 	cmake --install $(LIB_OUT)
+	install -d $(DESTDIR)$(LIB_PREFIX)/share/man/man1 $(DESTDIR)$(LIB_PREFIX)/share/man/man3
+	install -m 0644 $(BUILD)/man/man1/*.1 $(DESTDIR)$(LIB_PREFIX)/share/man/man1/
+	install -m 0644 $(BUILD)/man/man3/*.3 $(DESTDIR)$(LIB_PREFIX)/share/man/man3/
 
 ## lib-test     the library tests on this host: userspace mode, ASan + UBSan
 lib-test: lib-asan
