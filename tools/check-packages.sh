@@ -10,8 +10,9 @@
 # DKMS-built module running the INSTALLED selftests, the installed svmbatch
 # command's guest tests and the installed udev rule, build a consumer
 # against the installed libsvmbatch-dev with pkg-config and with
-# find_package(svmbatch), run the installed svmbatch command, then purge
-# everything and check that nothing is left.  Prints TAP.
+# find_package(svmbatch), run the installed svmbatch command, read its
+# manual pages with man, then purge everything and check that nothing is
+# left.  Prints TAP.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=tools/lib.sh
@@ -158,6 +159,18 @@ cli_installed() {
 		/usr/bin/svmbatch selftest --help
 }
 
+# The manual pages the packages install (libsvmbatch-dev: the C API's
+# man3, svmbatch-tools: svmbatch(1)), as a user reads them: man-db's man
+# (priority important, on every standard Debian system) finds and formats
+# them.
+man_installed() {
+	command -v man >/dev/null || { echo "no man: install man-db"; return 1; }
+	[[ $(man -w svmbatch_reg_create) == /usr/share/man/man3/svmbatch_reg_create.3.gz ]] &&
+		MANWIDTH=100 man svmbatch_reg_create 2>/dev/null |
+		grep -q 'svmbatch_reg_create - register many buffers in one step' &&
+		MANWIDTH=100 man 1 svmbatch 2>/dev/null | grep -q '^ *svmbatch - inspect the svmbatch module'
+}
+
 # After purge: no package, no DKMS tree, no module, no files of ours.
 nothing_left() {
 	local left=0 p abi
@@ -166,7 +179,8 @@ nothing_left() {
 	done
 	for f in /usr/src/svmbatch-"$upstream" /var/lib/dkms/svmbatch /usr/include/svmbatch \
 		/usr/include/linux/svmbatch.h /usr/bin/svmbatch /usr/libexec/svmbatch \
-		/usr/lib/udev/rules.d/60-svmbatch.rules; do
+		/usr/lib/udev/rules.d/60-svmbatch.rules /usr/share/man/man3/libsvmbatch.3.gz \
+		/usr/share/man/man1/svmbatch.1.gz; do
 		[[ -e $f ]] && { echo "left behind: $f"; left=1; }
 	done
 	for k in $SVMBATCH_KERNELS; do
@@ -183,7 +197,7 @@ nothing_left() {
 # step at the end, which tries again.
 purge >/dev/null 2>&1
 read -ra kernels <<<"$SVMBATCH_KERNELS"
-tap_plan $((8 + 2 * ${#kernels[@]}))
+tap_plan $((9 + 2 * ${#kernels[@]}))
 tap_step deb-from-tarball build
 tap_step install install_pkgs
 for k in $SVMBATCH_KERNELS; do
@@ -196,6 +210,7 @@ done
 tap_step consumer-pkg-config consumer_pkg_config
 tap_step consumer-find-package consumer_cmake
 tap_step cli-installed cli_installed
+tap_step man-installed man_installed
 tap_step python-installed python_installed
 tap_step purge purge
 tap_step nothing-left nothing_left
