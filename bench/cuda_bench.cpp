@@ -123,7 +123,7 @@ MappingTimes time_mapping(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
 		std::optional<svmbatch::Registration> reg;
 		svmbatch::GpuMapping m;
 		reg_us.push_back(time_us([&] { reg.emplace(ctx.register_buffers(bufs)); }));
-		map_us.push_back(time_us([&] { m = reg->map(cuda); }));
+		map_us.push_back(time_us([&] { m = cuda.map(*reg); }));
 		unmap_us.push_back(time_us([&] { m.reset(); }));
 		t.ranges = reg->ranges().size();
 
@@ -261,8 +261,8 @@ PipelineRates time_pipeline(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda,
 	if (int ret = io_uring_queue_init(64, &ring, 0); ret < 0)
 		throw std::system_error(-ret, std::generic_category(), "io_uring_queue_init");
 	std::unique_ptr<io_uring, void (*)(io_uring *)> ring_owner(&ring, io_uring_queue_exit);
-	svmbatch::FixedBuffers fixed = reg.register_fixed(ring);
-	svmbatch::GpuMapping gpu = reg.map(cuda);
+	svmbatch::FixedBuffers fixed = register_fixed(reg, ring);
+	svmbatch::GpuMapping gpu = cuda.map(reg);
 	svmbatch::Reader reader(ring, fixed, {32, 1 << 20, 512});
 	char *dev = nullptr;
 	check(cudaMalloc(&dev, total), "cudaMalloc");

@@ -187,7 +187,7 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 	for (unsigned w = 0; w < nwarps; w++)
 		bufs.push_back({mem.get() + std::size_t{w} * buf_len, buf_len});
 	svmbatch::Registration reg = ctx.register_buffers(bufs);
-	svmbatch::GpuMapping gpu = reg.map(cuda);
+	svmbatch::GpuMapping gpu = cuda.map(reg);
 	std::vector<std::uint64_t> dptr(gpu.addresses().begin(), gpu.addresses().end());
 
 	Measured m;
@@ -239,7 +239,7 @@ Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 	for (std::size_t i = 0; i < nbuf; i++)
 		bufs.push_back({mem.get() + i * size, size});
 	svmbatch::Registration reg = ctx.register_buffers(bufs);
-	svmbatch::GpuMapping pinned = reg.map(cuda); // cudaMemcpyAsync from pinned memory
+	svmbatch::GpuMapping pinned = cuda.map(reg); // cudaMemcpyAsync from pinned memory
 	io_uring ring{};
 	if (io_uring_queue_init(256, &ring, 0) < 0)
 		throw std::runtime_error("io_uring_queue_init");
@@ -252,7 +252,7 @@ Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 		check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
 	Measured m;
 	{
-		svmbatch::FixedBuffers fixed = reg.register_fixed(ring);
+		svmbatch::FixedBuffers fixed = register_fixed(reg, ring);
 		svmbatch::Reader reader(ring, fixed);
 		const std::uint64_t pieces = file_len / size;
 		const std::size_t nbatch = (pieces + per_group - 1) / per_group;

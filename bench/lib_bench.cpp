@@ -126,7 +126,7 @@ Result bench(const Config &c, std::optional<svmbatch::Context> &kernel,
 
 	io_uring ring{};
 	check(io_uring_queue_init(8, &ring, 0), "io_uring_queue_init");
-	auto fixed = [&] { (void)reg.register_fixed(ring); };
+	auto fixed = [&] { (void)register_fixed(reg, ring); };
 	auto raw = [&] {
 		check(io_uring_register_buffers(&ring, iov.data(),
 						static_cast<unsigned>(iov.size())),

@@ -671,8 +671,8 @@ void run_layout(Bench &b, const Layout &l, const std::string &file, int in_fd, i
 	if (int ret = io_uring_queue_init(64, &ring, 0); ret < 0)
 		fail_errno(-ret, "io_uring_queue_init");
 	std::unique_ptr<io_uring, void (*)(io_uring *)> ring_owner(&ring, io_uring_queue_exit);
-	svmbatch::FixedBuffers fixed = reg.register_fixed(ring);
-	svmbatch::GpuMapping gpu = reg.map(b.cuda); /* pinned for the CUDA copies */
+	svmbatch::FixedBuffers fixed = register_fixed(reg, ring);
+	svmbatch::GpuMapping gpu = b.cuda.map(reg); /* pinned for the CUDA copies */
 	Streams s;
 
 	Rate prd = measure(reps, len, [&] { plain_io16(l, in_fd, len, false); });

@@ -146,12 +146,12 @@ int run(std::size_t nbuf, const std::string &dir)
 		throw std::system_error(-ret, std::generic_category(), "io_uring_queue_init");
 	std::unique_ptr<io_uring, void (*)(io_uring *)> ring_owner(&ring, io_uring_queue_exit);
 	t0 = Clock::now();
-	svmbatch::FixedBuffers fixed = reg.register_fixed(ring);
+	svmbatch::FixedBuffers fixed = register_fixed(reg, ring);
 	ms.fixed = ms_since(t0);
 
 	svmbatch::CudaBackend cuda;
 	t0 = Clock::now();
-	svmbatch::GpuMapping gpu = reg.map(cuda);
+	svmbatch::GpuMapping gpu = cuda.map(reg);
 	ms.map = ms_since(t0);
 
 	// The file into the buffers, then the GPU reads them.

@@ -131,7 +131,7 @@ int run(const Options &o)
 	svmbatch::Context ctx;
 	svmbatch::Registration reg = ctx.register_buffers(bufs);
 	svmbatch::CudaBackend cuda;
-	svmbatch::GpuMapping gpu = reg.map(cuda);
+	svmbatch::GpuMapping gpu = cuda.map(reg);
 
 	// 2. The loop: its pump services the ring, which it maps for the GPU.
 	svmbatch::IoLoopOptions lo;

@@ -359,7 +359,7 @@ public:
 	std::string register_all(bool &ok)
 	{
 		reg_.emplace(ctx_.register_buffers(b_.list));
-		fixed_.emplace(reg_->register_fixed(ring_));
+		fixed_.emplace(register_fixed(*reg_, ring_));
 		const std::vector<svmbatch_range> want = merged_pages(b_);
 		ok = reg_->ranges().size() == want.size() && reg_->pages() == pages_of(want);
 		for (std::size_t i = 0; ok && i < want.size(); i++)
@@ -387,7 +387,7 @@ public:
 	std::vector<const std::uint8_t *> map_for_gpu()
 	{
 		svmbatch::HipBackend hip;
-		gpu_.emplace(reg_->map(hip));
+		gpu_.emplace(hip.map(*reg_));
 		std::vector<const std::uint8_t *> dptrs;
 		for (std::size_t i = 0; i < b_.list.size(); i++)
 			dptrs.push_back(gpu_->device_pointer<const std::uint8_t>(i));

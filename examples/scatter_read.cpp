@@ -277,7 +277,7 @@ bool read_file(const svmbatch::Registration &reg, const ScatteredBuffers &b, con
 
 	long long pin_before = pinned_kb();
 	auto t0 = Clock::now();
-	svmbatch::FixedBuffers fixed = reg.register_fixed(ring);
+	svmbatch::FixedBuffers fixed = register_fixed(reg, ring);
 	double fixed_ms = ms_since(t0);
 	/* io_uring pins (and charges) the pages again, in either mode. */
 	std::printf("  io_uring           %8.2f ms for %u fixed buffers, VmPin +%lld kB\n",

@@ -115,12 +115,12 @@ TEST(AmdgpuHardware, MapsTheDmabufIntoTheGpuVm)
 	std::vector<Buffer> bufs{{mem.p + 4 * page + 8, 100}, {mem.p, 2 * page}};
 	Registration r = ctx.register_buffers(bufs);
 	if (ctx.mode() != Mode::Kernel) {
-		Error e = expect_error([&] { (void)r.map(amd); });
+		Error e = expect_error([&] { (void)amd.map(r); });
 		EXPECT_EQ(e.err(), EOPNOTSUPP);
 		EXPECT_EQ(e.step(), Step::Export);
 		return;
 	}
-	GpuMapping m = r.map(amd);
+	GpuMapping m = amd.map(r);
 	EXPECT_EQ(m.kind(), GpuAddressKind::DevicePointer);
 	EXPECT_NE(m.object_handle(), 0u);
 	ASSERT_EQ(m.size(), bufs.size());
@@ -129,7 +129,7 @@ TEST(AmdgpuHardware, MapsTheDmabufIntoTheGpuVm)
 		EXPECT_EQ(m.address(i), va + r.dmabuf_offset(i)) << i;
 	EXPECT_EQ(va % 4096, 0u);
 	m.reset();
-	GpuMapping again = r.map(amd); /* the VA range and BO were freed */
+	GpuMapping again = amd.map(r); /* the VA range and BO were freed */
 	EXPECT_EQ(again.size(), bufs.size());
 }
 

@@ -96,7 +96,7 @@ TEST_F(FakeCuda, MapsEveryBufferOnceAndUnregistersOnDestruction)
 	bufs.push_back({touching.p, 2 * page + 10});
 	bufs.push_back({touching.p + 2 * page + 10, page});
 	Registration r = ctx_->register_buffers(bufs);
-	GpuMapping m = r.map(cuda);
+	GpuMapping m = cuda.map(r);
 
 	EXPECT_EQ(m.backend(), "cuda");
 	EXPECT_EQ(m.kind(), GpuAddressKind::DevicePointer);
@@ -121,7 +121,7 @@ TEST_F(FakeCuda, RegistersTheBuffersBytesNotTheirWholePages)
 	Buffer bufs[] = {{first, page - 200}, {second, 1000}}; /* touching pages: one range */
 	Registration r = ctx_->register_buffers(bufs);
 	ASSERT_EQ(r.ranges().size(), 1u);
-	GpuMapping m = r.map(cuda);
+	GpuMapping m = cuda.map(r);
 
 	EXPECT_EQ(m.device_pointer<char>(0), first);
 	EXPECT_EQ(m.device_pointer<char>(1), second);
@@ -132,7 +132,7 @@ TEST_F(FakeCuda, RegistersTheBuffersBytesNotTheirWholePages)
 	/* The rest of the first page is free for another registration. */
 	Buffer neighbour{pages.p, 100};
 	Registration other = ctx_->register_buffers({&neighbour, 1});
-	GpuMapping m2 = other.map(cuda);
+	GpuMapping m2 = cuda.map(other);
 	EXPECT_EQ(m2.device_pointer<char>(0), pages.p);
 }
 
@@ -148,7 +148,7 @@ TEST_F(FakeCuda, RangeKFailingUnregistersRangesBeforeIt)
 
 	for (int k : {0, 1, 3, 5}) {
 		fake_cuda_fail_register_after(k, 2); /* CUDA_ERROR_OUT_OF_MEMORY */
-		Error e = expect_error([&] { (void)r.map(cuda); });
+		Error e = expect_error([&] { (void)cuda.map(r); });
 		EXPECT_EQ(e.err(), ENOMEM) << "k=" << k;
 		EXPECT_EQ(e.step(), Step::GpuMap);
 		EXPECT_EQ(e.driver_status(), 2);
@@ -162,7 +162,7 @@ TEST_F(FakeCuda, RangeKFailingUnregistersRangesBeforeIt)
 		EXPECT_EQ(r.location(e.buffer_index()).range, static_cast<std::size_t>(k));
 		EXPECT_EQ(fake_cuda_registered(), 0) << "k=" << k << ": not rolled back";
 	}
-	GpuMapping m = r.map(cuda); /* nothing stuck: it works now */
+	GpuMapping m = cuda.map(r); /* nothing stuck: it works now */
 	EXPECT_EQ(fake_cuda_registered(), 6);
 }
 
@@ -176,7 +176,7 @@ TEST_F(FakeCuda, HostMemoryCudaAllocatedIsUsedNotRegisteredAgain)
 
 	EXPECT_EQ(cuda.classify(cuda_host.p + page), CudaMemory::Host);
 	{
-		GpuMapping m = r.map(cuda);
+		GpuMapping m = cuda.map(r);
 		EXPECT_EQ(fake_cuda_registered(), 1) << "only the plain range is registered";
 		EXPECT_EQ(m.device_pointer<char>(1), cuda_host.p + 64);
 	}
@@ -191,7 +191,7 @@ TEST_F(FakeCuda, ManagedMemoryIsItsOwnDevicePointer)
 	fake_cuda_add_managed(managed.p, managed.len);
 	Buffer bufs[] = {{managed.p + 8, 100}};
 	Registration r = ctx_->register_buffers(bufs);
-	GpuMapping m = r.map(cuda);
+	GpuMapping m = cuda.map(r);
 
 	EXPECT_EQ(cuda.classify(managed.p), CudaMemory::Managed);
 	EXPECT_EQ(fake_cuda_registered(), 0);
@@ -207,7 +207,7 @@ TEST_F(FakeCuda, ARangeMixingCudaHostAndPlainMemoryIsEEXIST)
 	Buffer bufs[] = {{mem.p, 10}, {mem.p + 2 * page, 2 * page}, {mem.p + 4 * page, page}};
 	Registration r = ctx_->register_buffers(bufs);
 
-	Error e = expect_error([&] { (void)r.map(cuda); });
+	Error e = expect_error([&] { (void)cuda.map(r); });
 	EXPECT_EQ(e.err(), EEXIST);
 	EXPECT_EQ(e.buffer_index(), 2u);
 	EXPECT_EQ(r.ranges().size(), 2u);
@@ -224,7 +224,7 @@ TEST_F(FakeCuda, MemoryRegisteredInsideARangeFailsItAndRollsBack)
 	Buffer bufs[] = {{mem.p, page}, {big, 8 * page}};
 	Registration r = ctx_->register_buffers(bufs);
 
-	Error e = expect_error([&] { (void)r.map(cuda); });
+	Error e = expect_error([&] { (void)cuda.map(r); });
 	EXPECT_EQ(e.err(), EEXIST);
 	EXPECT_EQ(e.driver_status(), 712);
 	EXPECT_EQ(e.buffer_index(), 1u);
@@ -241,9 +241,9 @@ TEST_F(FakeCuda, ReadOnlyRangesRegisterReadOnly)
 	Registration r1 = ctx_->register_buffers(ro);
 	Registration r2 = ctx_->register_buffers(rw);
 
-	GpuMapping m1 = r1.map(cuda);
+	GpuMapping m1 = cuda.map(r1);
 	EXPECT_EQ(fake_cuda_last_register_flags(), 0x01u | 0x02u | 0x08u);
-	GpuMapping m2 = r2.map(cuda);
+	GpuMapping m2 = cuda.map(r2);
 	EXPECT_EQ(fake_cuda_last_register_flags(), 0x01u | 0x02u);
 }
 
@@ -255,7 +255,7 @@ TEST_F(FakeCuda, TheMappingOutlivesTheBackendAndTheRegistration)
 		CudaBackend cuda(fake());
 		Buffer bufs[] = {{a.p, a.len}};
 		Registration r = ctx_->register_buffers(bufs);
-		m = r.map(cuda);
+		m = cuda.map(r);
 	}
 	EXPECT_EQ(fake_cuda_registered(), 1);
 	EXPECT_EQ(fake_cuda_primary_retained(), 1) << "the mapping holds the context";

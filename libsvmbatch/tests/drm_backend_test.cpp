@@ -105,7 +105,7 @@ TEST_F(DrmBackendVgem, UserspaceModeCannotExport)
 	Buffer bufs[] = {{a.data(), a.size()}};
 	Registration r = ctx.register_buffers(bufs);
 
-	Error e = expect_error([&] { (void)r.map(*vgem_); });
+	Error e = expect_error([&] { (void)vgem_->map(r); });
 	EXPECT_EQ(e.err(), EOPNOTSUPP);
 	EXPECT_EQ(e.step(), Step::Export);
 }
@@ -169,7 +169,7 @@ TEST_F(DrmBackendKernel, VgemSeesTheScatteredBuffersByteForByteBothWays)
 				 {a.data() + 7, 2 * page},
 				 {b.data(), b.size()}};
 	Registration r = ctx_->register_buffers(bufs);
-	GpuMapping m = r.map(*vgem_);
+	GpuMapping m = vgem_->map(r);
 
 	ASSERT_TRUE(m);
 	EXPECT_EQ(m.backend(), "drm");
@@ -204,7 +204,7 @@ TEST_F(DrmBackendKernel, ReadOnlyBuffersAreRefusedByBidirectionalImport)
 	std::uint64_t before = process_pinned_bytes();
 	std::optional<Registration> r(ctx_->register_buffers(bufs));
 
-	Error e = expect_error([&] { (void)r->map(*vgem_); });
+	Error e = expect_error([&] { (void)vgem_->map(*r); });
 	EXPECT_EQ(e.err(), EACCES);
 	EXPECT_EQ(e.step(), Step::GpuMap);
 	EXPECT_NE(std::string(e.what()).find("read-only"), std::string::npos) << e.what();
@@ -219,8 +219,8 @@ TEST_F(DrmBackendKernel, TheImportKeepsThePagesUntilTheMappingEnds)
 	std::uint64_t before = process_pinned_bytes();
 	std::optional<Registration> r(ctx_->register_buffers(bufs));
 	const std::uint64_t pinned = r->pages() * page;
-	GpuMapping m = r->map(*vgem_);
-	GpuMapping second = r->map(*vgem_);
+	GpuMapping m = vgem_->map(*r);
+	GpuMapping second = vgem_->map(*r);
 	std::uint32_t handle = m.object_handle();
 
 	EXPECT_NE(second.object_handle(), handle) << "each map() is its own import";

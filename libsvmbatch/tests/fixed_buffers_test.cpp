@@ -124,7 +124,7 @@ TEST_F(FixedBuffersTest, ReadAndWriteFixedThroughEverySlice)
 	test::ScratchFile file(16 * page);
 	Registration reg = ctx_.register_buffers(b);
 	test::Ring ring;
-	FixedBuffers fixed = reg.register_fixed(ring.get());
+	FixedBuffers fixed = register_fixed(reg, ring.get());
 
 	ASSERT_EQ(fixed.size(), 3u);
 	EXPECT_EQ(fixed.nr_slots(), 3u);
@@ -157,7 +157,7 @@ TEST_F(FixedBuffersTest, TouchingBuffersShareSlots)
 		b.push_back({mem.get() + i * page / 2, page / 2});
 	Registration reg = ctx_.register_buffers(b);
 	test::Ring ring;
-	FixedBuffers fixed = reg.register_fixed(ring.get());
+	FixedBuffers fixed = register_fixed(reg, ring.get());
 
 	EXPECT_EQ(fixed.nr_slots(), 1u);
 	for (std::size_t i = 0; i < b.size(); i++) {
@@ -187,7 +187,7 @@ TEST_F(FixedBuffersTest, BufferOverOneGibSplitsIntoSlices)
 	std::vector<Buffer> b{{mem.get(), len}};
 	Registration reg = ctx_.register_buffers(b);
 	test::Ring ring;
-	FixedBuffers fixed = reg.register_fixed(ring.get());
+	FixedBuffers fixed = register_fixed(reg, ring.get());
 
 	ASSERT_EQ(fixed.nr_slots(), 3u);
 	auto s = fixed.slices(0);
@@ -218,7 +218,7 @@ TEST_F(FixedBuffersTest, WindowCoexistsWithTheApplicationsBuffers)
 		FixedOptions opt;
 		opt.window_first = 10;
 		opt.window_size = 4;
-		FixedBuffers fixed = reg.register_fixed(ring.get(), opt);
+		FixedBuffers fixed = register_fixed(reg, ring.get(), opt);
 
 		EXPECT_EQ(fixed.first_slot(), 10u);
 		EXPECT_EQ(fixed[0].index, 10u);
@@ -249,7 +249,7 @@ TEST_F(FixedBuffersTest, TooFewSlotsIsEnospcAndChangesNothing)
 		opt.window_first = first;
 		opt.window_size = size;
 		try {
-			FixedBuffers f = reg.register_fixed(ring.get(), opt);
+			FixedBuffers f = register_fixed(reg, ring.get(), opt);
 			ADD_FAILURE() << "3 buffers fit in 2 slots";
 		} catch (const Error &e) {
 			EXPECT_EQ(e.err(), ENOSPC);
@@ -266,10 +266,10 @@ TEST_F(FixedBuffersTest, SecondWholeTableIsEbusy)
 	Anon mem(page);
 	Registration reg = ctx_.register_buffers(std::vector<Buffer>{{mem.get(), page}});
 	test::Ring ring;
-	FixedBuffers first = reg.register_fixed(ring.get());
+	FixedBuffers first = register_fixed(reg, ring.get());
 
 	try {
-		FixedBuffers second = reg.register_fixed(ring.get());
+		FixedBuffers second = register_fixed(reg, ring.get());
 		FAIL() << "two whole tables on one ring";
 	} catch (const Error &e) {
 		EXPECT_EQ(e.err(), EBUSY);
@@ -308,7 +308,7 @@ TEST_F(FixedBuffersTest, FailureOfTheKthUpdateUndoesTheOthers)
 				FixedOptions opt;
 				opt.window_first = 4;
 				try {
-					FixedBuffers f = reg.register_fixed(ring.get(), opt);
+					FixedBuffers f = register_fixed(reg, ring.get(), opt);
 					return 13;
 				} catch (const Error &e) {
 					/* Piece k (address order) is caller buffer 5 - k. */
@@ -359,7 +359,7 @@ TEST_F(FixedBuffersTest, WindowPastTheTableOrWithoutOneNamesNoBuffer)
 			ASSERT_EQ(io_uring_register_buffers_sparse(&ring.get(), 16), 0);
 		}
 		try {
-			FixedBuffers f = reg.register_fixed(ring.get(), opt);
+			FixedBuffers f = register_fixed(reg, ring.get(), opt);
 			ADD_FAILURE() << "3 pieces from slot 14 of " << (want == EINVAL ? 16 : 0);
 		} catch (const Error &e) {
 			EXPECT_EQ(e.err(), want) << e.what();
@@ -373,7 +373,7 @@ TEST_F(FixedBuffersTest, WindowPastTheTableOrWithoutOneNamesNoBuffer)
 				   static_cast<unsigned>(slot)),
 			  -EFAULT);
 	opt.window_first = 13; /* the same registration fits from slot 13 */
-	FixedBuffers f = reg.register_fixed(ring.get(), opt);
+	FixedBuffers f = register_fixed(reg, ring.get(), opt);
 	EXPECT_EQ(do_fixed(ring, true, file.fd(), f[2].addr, 8, 0, f[2].index), 8);
 }
 
@@ -402,7 +402,7 @@ TEST_F(FixedBuffersTest, MoreThanSixteenThousandPiecesIsEnospc)
 	test::Ring ring;
 
 	try {
-		FixedBuffers f = reg.register_fixed(ring.get());
+		FixedBuffers f = register_fixed(reg, ring.get());
 		ADD_FAILURE() << "16386 pieces registered";
 	} catch (const Error &e) {
 		EXPECT_EQ(e.err(), ENOSPC);
@@ -414,7 +414,7 @@ TEST_F(FixedBuffersTest, MoreThanSixteenThousandPiecesIsEnospc)
 	}
 	/* The ring still has no table. */
 	Registration one = ctx_.register_buffers(std::vector<Buffer>{{mem.get(), page}});
-	EXPECT_TRUE(one.register_fixed(ring.get()));
+	EXPECT_TRUE(register_fixed(one, ring.get()));
 }
 
 TEST_F(FixedBuffersTest, MovesTransferTheSlots)
@@ -422,21 +422,21 @@ TEST_F(FixedBuffersTest, MovesTransferTheSlots)
 	Anon mem(4 * page);
 	Registration reg = ctx_.register_buffers(std::vector<Buffer>{{mem.get(), page}});
 	test::Ring ring1, ring2;
-	FixedBuffers a = reg.register_fixed(ring1.get());
+	FixedBuffers a = register_fixed(reg, ring1.get());
 	FixedBuffers b(std::move(a));
 
 	EXPECT_FALSE(a); // NOLINT(bugprone-use-after-move): testing it
 	EXPECT_EQ(a.size(), 0u); // NOLINT(clang-analyzer-cplusplus.Move): likewise
 	EXPECT_TRUE(b);
-	FixedBuffers c = reg.register_fixed(ring2.get());
+	FixedBuffers c = register_fixed(reg, ring2.get());
 	c = std::move(b); /* ring2's table goes, ring1's stays with c */
 	EXPECT_EQ(c.size(), 1u);
-	FixedBuffers again = reg.register_fixed(ring2.get()); /* ring2 is free */
+	FixedBuffers again = register_fixed(reg, ring2.get()); /* ring2 is free */
 	EXPECT_TRUE(again);
 	c.reset();
 	c.reset();
 	EXPECT_FALSE(c);
-	FixedBuffers ring1_again = reg.register_fixed(ring1.get());
+	FixedBuffers ring1_again = register_fixed(reg, ring1.get());
 	EXPECT_TRUE(ring1_again);
 }
 
@@ -457,7 +457,7 @@ TEST_F(FixedBuffersTest, EitherMayBeDestroyedFirst)
 		std::optional<Registration> reg;
 		reg.emplace(ctx_.register_buffers(std::vector<Buffer>{{mem.get(), 2 * page}}));
 		std::optional<FixedBuffers> fixed;
-		fixed.emplace(reg->register_fixed(ring->get()));
+		fixed.emplace(register_fixed(*reg, ring->get()));
 
 		if (registration_first)
 			reg.reset(); /* io_uring holds its own pins */

@@ -125,7 +125,7 @@ TEST_P(FakeHip, MapsEveryBufferOnceAndUnregistersOnDestruction)
 	bufs.push_back({touching.p, 2 * page + 10});
 	bufs.push_back({touching.p + 2 * page + 10, page});
 	Registration r = ctx_->register_buffers(bufs);
-	GpuMapping m = r.map(hip);
+	GpuMapping m = hip.map(r);
 
 	EXPECT_EQ(m.backend(), "hip");
 	EXPECT_EQ(m.kind(), GpuAddressKind::DevicePointer);
@@ -151,7 +151,7 @@ TEST_P(FakeHip, RegistersTheBuffersBytesNotTheirWholePages)
 	Buffer bufs[] = {{first, page - 200}, {second, 1000}}; /* touching pages: one range */
 	Registration r = ctx_->register_buffers(bufs);
 	ASSERT_EQ(r.ranges().size(), 1u);
-	GpuMapping m = r.map(hip);
+	GpuMapping m = hip.map(r);
 
 	EXPECT_EQ(m.device_pointer<char>(0), device_address(first));
 	EXPECT_EQ(m.device_pointer<char>(1), device_address(second));
@@ -161,7 +161,7 @@ TEST_P(FakeHip, RegistersTheBuffersBytesNotTheirWholePages)
 	EXPECT_EQ(hip.classify(second + 1000), HipMemory::Unknown) << "after the last one";
 	Buffer neighbour{pages.p, 100}; /* the rest of the page is free for another */
 	Registration other = ctx_->register_buffers({&neighbour, 1});
-	GpuMapping m2 = other.map(hip);
+	GpuMapping m2 = hip.map(other);
 	EXPECT_EQ(m2.device_pointer<char>(0), device_address(pages.p));
 }
 
@@ -187,7 +187,7 @@ TEST_P(FakeHip, RegisterFailingAtRangeKUnregistersRangesBeforeIt)
 
 	for (int k = 0; k < 6; k++) {
 		fake_hip_fail_register_after(k, 2); /* hipErrorOutOfMemory */
-		Error e = expect_error([&] { (void)r.map(hip); });
+		Error e = expect_error([&] { (void)hip.map(r); });
 		EXPECT_EQ(e.err(), ENOMEM) << "k=" << k;
 		EXPECT_EQ(e.step(), Step::GpuMap);
 		EXPECT_EQ(e.driver_status(), 2);
@@ -199,7 +199,7 @@ TEST_P(FakeHip, RegisterFailingAtRangeKUnregistersRangesBeforeIt)
 		EXPECT_EQ(fake_hip_registered(), 0) << "k=" << k << ": not rolled back";
 		EXPECT_EQ(fake_hip_current_device(), 0);
 	}
-	GpuMapping m = r.map(hip); /* nothing stuck: it works now */
+	GpuMapping m = hip.map(r); /* nothing stuck: it works now */
 	EXPECT_EQ(fake_hip_registered(), 6);
 }
 
@@ -211,7 +211,7 @@ TEST_P(FakeHip, DevicePointerFailingAtRangeKUnregistersRangesUpToIt)
 
 	for (int k = 0; k < 6; k++) {
 		fake_hip_fail_device_pointer_after(k, 999); /* hipErrorUnknown */
-		Error e = expect_error([&] { (void)r.map(hip); });
+		Error e = expect_error([&] { (void)hip.map(r); });
 		EXPECT_EQ(e.err(), EIO) << "k=" << k;
 		EXPECT_EQ(e.driver_status(), 999);
 		EXPECT_TRUE(contains(e, "hipHostGetDevicePointer of range " + std::to_string(k)))
@@ -232,7 +232,7 @@ TEST_P(FakeHip, HostMemoryHipAllocatedIsUsedNotRegisteredAgain)
 
 	EXPECT_EQ(hip.classify(hip_host.p + page), HipMemory::Host);
 	{
-		GpuMapping m = r.map(hip);
+		GpuMapping m = hip.map(r);
 		EXPECT_EQ(fake_hip_registered(), 1) << "only the plain range is registered";
 		EXPECT_EQ(m.device_pointer<char>(1), device_address(hip_host.p + 64));
 	}
@@ -249,7 +249,7 @@ TEST_P(FakeHip, HostMemoryWithoutADevicePointerRollsBack)
 	Registration r = ctx_->register_buffers(bufs);
 
 	fake_hip_fail_device_pointer_after(1, 1); /* the plain range's, then this one */
-	Error e = expect_error([&] { (void)r.map(hip); });
+	Error e = expect_error([&] { (void)hip.map(r); });
 	EXPECT_EQ(e.err(), EINVAL);
 	EXPECT_EQ(e.buffer_index(), 1u);
 	EXPECT_TRUE(contains(e, "of HIP host memory")) << e.what();
@@ -263,7 +263,7 @@ TEST_P(FakeHip, ManagedMemoryIsItsOwnDevicePointer)
 	fake_hip_add_managed(managed.p, managed.len);
 	Buffer bufs[] = {{managed.p + 8, 100}};
 	Registration r = ctx_->register_buffers(bufs);
-	GpuMapping m = r.map(hip);
+	GpuMapping m = hip.map(r);
 
 	EXPECT_EQ(hip.classify(managed.p), HipMemory::Managed);
 	EXPECT_EQ(fake_hip_registered(), 0);
@@ -279,7 +279,7 @@ TEST_P(FakeHip, DeviceMemoryIsEINVALBeforeAnythingIsRegistered)
 	Registration r = ctx_->register_buffers(bufs);
 
 	EXPECT_EQ(hip.classify(device.p), HipMemory::Device);
-	Error e = expect_error([&] { (void)r.map(hip); });
+	Error e = expect_error([&] { (void)hip.map(r); });
 	EXPECT_EQ(e.err(), EINVAL);
 	EXPECT_EQ(e.buffer_index(), 1u);
 	EXPECT_TRUE(contains(e, "HIP device memory is not host memory")) << e.what();
@@ -295,7 +295,7 @@ TEST_P(FakeHip, ARangeMixingHipHostAndPlainMemoryIsEEXIST)
 	Buffer bufs[] = {{mem.p, 10}, {mem.p + 2 * page, 2 * page}, {mem.p + 4 * page, page}};
 	Registration r = ctx_->register_buffers(bufs);
 
-	Error e = expect_error([&] { (void)r.map(hip); });
+	Error e = expect_error([&] { (void)hip.map(r); });
 	EXPECT_EQ(e.err(), EEXIST);
 	EXPECT_EQ(e.buffer_index(), 2u);
 	EXPECT_TRUE(contains(e, "mixes HIP host memory")) << e.what();
@@ -312,7 +312,7 @@ TEST_P(FakeHip, MemoryRegisteredInsideARangeFailsItAndRollsBack)
 	Buffer bufs[] = {{mem.p, page}, {big, 8 * page}};
 	Registration r = ctx_->register_buffers(bufs);
 
-	Error e = expect_error([&] { (void)r.map(hip); });
+	Error e = expect_error([&] { (void)hip.map(r); });
 	EXPECT_EQ(e.err(), EEXIST);
 	EXPECT_EQ(e.driver_status(), 712);
 	EXPECT_TRUE(contains(e, "hipErrorHostMemoryAlreadyRegistered (712)")) << e.what();
@@ -326,7 +326,7 @@ TEST_P(FakeHip, ReadOnlyBuffersInWritableMemoryRegisterWithoutAReadOnlyFlag)
 	Pages a(1);
 	Buffer ro[] = {{a.p, page, Access::ReadOnly}};
 	Registration r = ctx_->register_buffers(ro);
-	GpuMapping m = r.map(hip);
+	GpuMapping m = hip.map(r);
 
 	/* 0x08 is hipExtHostRegisterCoarseGrained on AMD: never passed. */
 	EXPECT_EQ(fake_hip_last_register_flags(), 0x1u | 0x2u);
@@ -345,7 +345,7 @@ TEST_P(FakeHip, ReadOnlyMemoryIsEACCESBeforeAnythingIsRegistered)
 			 {readonly.p + page, page, Access::ReadOnly}};
 	Registration r = ctx_->register_buffers(bufs);
 
-	Error e = expect_error([&] { (void)r.map(hip); });
+	Error e = expect_error([&] { (void)hip.map(r); });
 	EXPECT_EQ(e.err(), EACCES);
 	EXPECT_EQ(e.step(), Step::GpuMap);
 	EXPECT_EQ(e.buffer_index(), 1u);
@@ -360,7 +360,7 @@ TEST_P(FakeHip, TheDeviceIsMadeCurrentAndRestored)
 	Pages a(2);
 	Buffer bufs[] = {{a.p, 100}};
 	Registration r = ctx_->register_buffers(bufs);
-	GpuMapping m = r.map(hip);
+	GpuMapping m = hip.map(r);
 
 	EXPECT_EQ(fake_hip_last_register_device(), 1);
 	EXPECT_EQ(fake_hip_current_device(), 0) << "the caller's device";
@@ -377,7 +377,7 @@ TEST_P(FakeHip, TheMappingOutlivesTheBackendAndTheRegistration)
 		HipBackend hip(fake());
 		Buffer bufs[] = {{a.p, a.len}};
 		Registration r = ctx_->register_buffers(bufs);
-		m = r.map(hip);
+		m = hip.map(r);
 	}
 	EXPECT_EQ(fake_hip_registered(), 1);
 	m.reset();

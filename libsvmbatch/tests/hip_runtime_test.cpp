@@ -138,7 +138,7 @@ TEST(HipRuntime, MapsScatteredBuffersOnADevice)
 	}
 	Registration reg = ctx.register_buffers(bufs);
 	{
-		GpuMapping m = reg.map(hip);
+		GpuMapping m = hip.map(reg);
 		ASSERT_EQ(m.size(), bufs.size());
 		for (std::size_t i = 0; i < bufs.size(); i++) {
 			EXPECT_NE(m.address(i), 0u) << "buffer " << i;

@@ -163,14 +163,14 @@ TEST_F(HsaFake, ChoosesTheGpuAgents)
 		HsaBackend all(fake(false));
 		EXPECT_EQ(all.gpu_agents(),
 			  (std::vector<std::string>{"gfx-fake0", "gfx-fake1", "gfx-fake2"}));
-		GpuMapping m = r.map(all);
+		GpuMapping m = all.map(r);
 		EXPECT_EQ(fake_hsa_lock_agents(), 3);
 		EXPECT_EQ(fake_hsa_last_agent_mask(), 7u);
 	}
 	{
 		HsaBackend some(fake(false, {2, 0}));
 		EXPECT_EQ(some.gpu_agents(), (std::vector<std::string>{"gfx-fake2", "gfx-fake0"}));
-		GpuMapping m = r.map(some);
+		GpuMapping m = some.map(r);
 		EXPECT_EQ(fake_hsa_lock_agents(), 2);
 		EXPECT_EQ(fake_hsa_last_agent_mask(), 5u);
 	}
@@ -196,7 +196,7 @@ TEST_F(HsaFake, LocksIntoTheCpuAgentsFineGrainedGlobalPool)
 	auto locked_into = [&](std::vector<int> seg, std::vector<unsigned> flags) {
 		fake_hsa_set_pools(seg.data(), flags.data(), static_cast<int>(seg.size()));
 		HsaBackend hsa(fake(false));
-		GpuMapping m = r.map(hsa);
+		GpuMapping m = hsa.map(r);
 		return fake_hsa_last_pool_flags();
 	};
 
@@ -210,7 +210,7 @@ TEST_F(HsaFake, LocksIntoTheCpuAgentsFineGrainedGlobalPool)
 	unsigned flags[] = {fine};
 	fake_hsa_set_pools(seg, flags, 1);
 	HsaBackend hsa(fake(false));
-	Error e = expect_error([&] { (void)r.map(hsa); });
+	Error e = expect_error([&] { (void)hsa.map(r); });
 	EXPECT_EQ(e.err(), ENODEV);
 	EXPECT_EQ(e.step(), Step::GpuMap);
 	EXPECT_TRUE(contains(e, "no CPU agent has a global memory pool")) << e.what();
@@ -223,7 +223,7 @@ TEST_F(HsaFake, LocksEveryRangeForEveryGpuAndUnlocksOnDestruction)
 	Registration r = ctx_->register_buffers(bufs);
 	HsaBackend hsa(fake(false));
 	EXPECT_STREQ(hsa.name(), "hsa");
-	GpuMapping m = r.map(hsa);
+	GpuMapping m = hsa.map(r);
 	EXPECT_EQ(m.backend(), "hsa");
 	EXPECT_EQ(m.kind(), GpuAddressKind::DevicePointer);
 	EXPECT_EQ(hsa.last_path(), "lock");
@@ -248,7 +248,7 @@ TEST_F(HsaFake, RangeKFailingUnlocksRangesBeforeIt)
 	ASSERT_EQ(r.ranges().size(), 5u);
 	for (int k : {0, 2, 4}) {
 		fake_hsa_fail_lock_after(k, HSA_STATUS_ERROR_OUT_OF_RESOURCES);
-		Error e = expect_error([&] { (void)r.map(hsa); });
+		Error e = expect_error([&] { (void)hsa.map(r); });
 		EXPECT_EQ(e.err(), ENOMEM);
 		EXPECT_EQ(e.step(), Step::GpuMap);
 		EXPECT_EQ(e.driver_status(), HSA_STATUS_ERROR_OUT_OF_RESOURCES);
@@ -259,12 +259,12 @@ TEST_F(HsaFake, RangeKFailingUnlocksRangesBeforeIt)
 		EXPECT_EQ(fake_hsa_locked(), 0) << "k=" << k << ": not rolled back";
 	}
 	fake_hsa_fail_lock_after(1, HSA_STATUS_ERROR_INVALID_ARGUMENT);
-	EXPECT_EQ(expect_error([&] { (void)r.map(hsa); }).err(), EINVAL);
+	EXPECT_EQ(expect_error([&] { (void)hsa.map(r); }).err(), EINVAL);
 	fake_hsa_fail_lock_after(3, HSA_STATUS_ERROR);
-	EXPECT_EQ(expect_error([&] { (void)r.map(hsa); }).err(), EIO);
+	EXPECT_EQ(expect_error([&] { (void)hsa.map(r); }).err(), EIO);
 	EXPECT_EQ(fake_hsa_locked(), 0);
 
-	GpuMapping m = r.map(hsa);
+	GpuMapping m = hsa.map(r);
 	EXPECT_EQ(fake_hsa_locked(), 5);
 }
 
@@ -281,7 +281,7 @@ TEST_F(HsaFake, TheFailingRangeNamesItsFirstCallerBuffer)
 	ASSERT_EQ(r.ranges().size(), 2u);
 	HsaBackend hsa(fake(false));
 	fake_hsa_fail_lock_after(1, HSA_STATUS_ERROR_OUT_OF_RESOURCES);
-	Error e = expect_error([&] { (void)r.map(hsa); });
+	Error e = expect_error([&] { (void)hsa.map(r); });
 	EXPECT_EQ(e.buffer_index(), 0u);
 	EXPECT_TRUE(contains(e, "range 1 (")) << e.what();
 	EXPECT_EQ(fake_hsa_locked(), 0);
@@ -297,7 +297,7 @@ TEST_F(HsaFake, AMappingOutlivesItsBackend)
 	GpuMapping m;
 	{
 		HsaBackend hsa(fake(false));
-		m = r.map(hsa);
+		m = hsa.map(r);
 	}
 	EXPECT_EQ(fake_hsa_init_balance(), 1);
 	EXPECT_EQ(fake_hsa_locked(), 1);
@@ -315,7 +315,7 @@ TEST_F(HsaFake, UserspaceModeLocksEvenWhenDmabufIsPreferred)
 	Buffer bufs[] = {{a.data(), a.size()}};
 	Registration r = ctx_->register_buffers(bufs);
 	HsaBackend hsa(fake(true));
-	GpuMapping m = r.map(hsa);
+	GpuMapping m = hsa.map(r);
 	EXPECT_EQ(hsa.last_path(), "lock");
 	EXPECT_EQ(fake_hsa_interop_mapped(), 0);
 }
@@ -332,7 +332,7 @@ TEST_F(HsaFake, KernelModeMapsTheDmabufAndFallsBackToLocking)
 
 	fake_hsa_accept_interop(1);
 	{
-		GpuMapping m = r.map(hsa);
+		GpuMapping m = hsa.map(r);
 		EXPECT_EQ(hsa.last_path(), "dmabuf");
 		EXPECT_EQ(fake_hsa_interop_mapped(), 1);
 		EXPECT_EQ(fake_hsa_last_agent_mask(), 2u);
@@ -345,13 +345,13 @@ TEST_F(HsaFake, KernelModeMapsTheDmabufAndFallsBackToLocking)
 	EXPECT_EQ(fake_hsa_interop_mapped(), 0);
 
 	fake_hsa_accept_interop(0); /* what KFD does with a foreign dma-buf */
-	GpuMapping m = r.map(hsa);
+	GpuMapping m = hsa.map(r);
 	EXPECT_EQ(hsa.last_path(), "lock");
 	EXPECT_EQ(fake_hsa_locked(), static_cast<int>(r.ranges().size()));
 	m.reset();
 
 	fake_hsa_fail_lock_after(0, HSA_STATUS_ERROR_OUT_OF_RESOURCES);
-	Error e = expect_error([&] { (void)r.map(hsa); });
+	Error e = expect_error([&] { (void)hsa.map(r); });
 	EXPECT_TRUE(contains(e, "the dma-buf interop was refused first: HSA_STATUS_ERROR"))
 		<< e.what();
 }
@@ -372,7 +372,7 @@ TEST(HsaHardware, LocksScatteredBuffersForEveryGpu)
 	HsaBackend hsa;
 	ASSERT_FALSE(hsa.gpu_agents().empty());
 	{
-		GpuMapping m = r.map(hsa);
+		GpuMapping m = hsa.map(r);
 		ASSERT_EQ(m.size(), bufs.size());
 		for (std::size_t i = 0; i < bufs.size(); i++)
 			EXPECT_NE(m.address(i), 0u) << i;
@@ -380,7 +380,7 @@ TEST(HsaHardware, LocksScatteredBuffersForEveryGpu)
 		EXPECT_EQ(m.address(2) - m.address(0), 2000u - 3u);
 		RecordProperty("path", hsa.last_path());
 	}
-	GpuMapping again = r.map(hsa); /* everything was unlocked/unmapped */
+	GpuMapping again = hsa.map(r); /* everything was unlocked/unmapped */
 	EXPECT_EQ(again.size(), bufs.size());
 }
 

@@ -271,7 +271,7 @@ TEST(ScatteredReadFixed, TwoThousandBuffersGetTheFileByteForByte)
 	Context ctx = test::make_context();
 	Registration reg = ctx.register_buffers(b);
 	test::Ring ring(128);
-	FixedBuffers fixed = reg.register_fixed(ring.get());
+	FixedBuffers fixed = register_fixed(reg, ring.get());
 	std::uint64_t pin_with_both = process_pinned_bytes();
 
 	EXPECT_GT(pin_with_both, 0u);

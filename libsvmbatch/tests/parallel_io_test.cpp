@@ -51,7 +51,7 @@ public:
 			list_.push_back({mem_.back().data(), mem_.back().size()});
 		}
 		reg_.emplace(ctx.register_buffers(list_));
-		fixed_.emplace(reg_->register_fixed(ring));
+		fixed_.emplace(register_fixed(*reg_, ring));
 	}
 	std::vector<std::uint8_t> &operator[](std::size_t i) { return mem_[i]; }
 	std::size_t size() const { return mem_.size(); }
@@ -406,7 +406,7 @@ TEST_F(ParallelIoTest, SmallTmpfsGivesShortWritesThenEnospc)
 		Buffer bufs[] = {{big.data(), big.size()}, {more.data(), more.size()}};
 		Registration reg = ctx_->register_buffers(bufs);
 		test::Ring ring(16);
-		FixedBuffers fixed = reg.register_fixed(ring.get());
+		FixedBuffers fixed = register_fixed(reg, ring.get());
 		WriterOptions o;
 		o.threads = 2;
 		o.max_io_bytes = 16 << 10;
@@ -483,7 +483,7 @@ TEST_F(ParallelIoTest, ODirectWritesAlignedRequestsAndRefusesOthers)
 	std::memset(p, 0x3c, std::size_t{16} * 4096);
 	Buffer bufs[] = {{p, std::size_t{16} * 4096}};
 	Registration reg = ctx_->register_buffers(bufs);
-	FixedBuffers fixed = reg.register_fixed(ring_->get());
+	FixedBuffers fixed = register_fixed(reg, ring_->get());
 	WriterOptions o;
 	o.threads = 4;
 	o.max_io_bytes = 8192;

@@ -54,7 +54,7 @@ TEST_F(ReaderTest, ThreeHundredScatteredRequestsLandByteForByte)
 		bufs.push_back({m.data(), m.size()});
 	}
 	Registration r = ctx_->register_buffers(bufs);
-	FixedBuffers fixed = r.register_fixed(ring_->get());
+	FixedBuffers fixed = register_fixed(r, ring_->get());
 	/* Small pieces and depth: exercises splitting and slot reuse. */
 	Reader reader(ring_->get(), fixed, {8, 16 << 10, 512});
 
@@ -83,7 +83,7 @@ TEST_F(ReaderTest, FailedRequestsCompleteWithErrnoAndTheRestStillLand)
 	std::vector<std::uint8_t> a(64 << 10), b(64 << 10), c(64 << 10);
 	Buffer bufs[] = {{a.data(), a.size()}, {b.data(), b.size()}, {c.data(), c.size()}};
 	Registration r = ctx_->register_buffers(bufs);
-	FixedBuffers fixed = r.register_fixed(ring_->get());
+	FixedBuffers fixed = register_fixed(r, ring_->get());
 	Reader reader(ring_->get(), fixed, {4, 8 << 10, 512});
 	int closed = ::dup(file.fd());
 	ASSERT_GE(closed, 0);
@@ -120,7 +120,7 @@ TEST_F(ReaderTest, InvalidRequestsAreRefusedBeforeAnythingIsSubmitted)
 	std::vector<std::uint8_t> a(8192), b(100);
 	Buffer bufs[] = {{a.data(), a.size()}, {b.data(), b.size()}};
 	Registration r = ctx_->register_buffers(bufs);
-	FixedBuffers fixed = r.register_fixed(ring_->get());
+	FixedBuffers fixed = register_fixed(r, ring_->get());
 	Reader reader(ring_->get(), fixed);
 
 	std::vector<ReadRequest> bad_index{{file.fd(), 0, 10, 0, 0}, {file.fd(), 0, 10, 2, 0}};
@@ -143,7 +143,7 @@ TEST_F(ReaderTest, ReadingIntoAReadOnlyBufferIsRefused)
 	std::vector<std::uint8_t> a(8192), source(8192, 7);
 	Buffer bufs[] = {{a.data(), a.size()}, {source.data(), source.size(), Access::ReadOnly}};
 	Registration r = ctx_->register_buffers(bufs);
-	FixedBuffers fixed = r.register_fixed(ring_->get());
+	FixedBuffers fixed = register_fixed(r, ring_->get());
 	Reader reader(ring_->get(), fixed);
 
 	std::vector<ReadRequest> rq{{file.fd(), 0, 4096, 0, 0}, {file.fd(), 0, 4096, 1, 0}};
@@ -167,7 +167,7 @@ TEST_F(ReaderTest, ODirectReadsAlignedRequestsAndRefusesOthers)
 	auto *p = static_cast<std::uint8_t *>(mem);
 	Buffer bufs[] = {{p, 64 << 10}};
 	Registration r = ctx_->register_buffers(bufs);
-	FixedBuffers fixed = r.register_fixed(ring_->get());
+	FixedBuffers fixed = register_fixed(r, ring_->get());
 	Reader reader(ring_->get(), fixed, {8, 16 << 10, 4096});
 
 	std::vector<ReadRequest> ok{{fd, 8192, 32 << 10, 0, 4096}};

@@ -90,7 +90,7 @@ TEST_F(CudaDevice, TwoThousandScatteredBuffersChecksumOnTheGpuAndBack)
 		lens.push_back(len);
 	}
 	Registration r = ctx_->register_buffers(bufs);
-	GpuMapping m = r.map(*cuda_);
+	GpuMapping m = cuda_->map(r);
 	ASSERT_EQ(m.size(), bufs.size());
 	std::vector<std::uint64_t> dptrs(m.addresses().begin(), m.addresses().end());
 	for (std::size_t i = 0; i < bufs.size(); i++)
@@ -124,7 +124,7 @@ TEST_F(CudaDevice, RangeKFailingUnregistersRangesBeforeItAndLeavesCudaClean)
 	char *blocker = mem.p + std::size_t{18} * 3 * page + 8 * page;
 	ASSERT_EQ(cudaHostRegister(blocker, page, cudaHostRegisterDefault), cudaSuccess);
 
-	Error e = expect_error([&] { (void)r.map(*cuda_); });
+	Error e = expect_error([&] { (void)cuda_->map(r); });
 	EXPECT_EQ(e.err(), EEXIST) << e.what();
 	EXPECT_EQ(e.driver_status(), 712) << "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED";
 	EXPECT_EQ(e.buffer_index(), 3u);
@@ -136,7 +136,7 @@ TEST_F(CudaDevice, RangeKFailingUnregistersRangesBeforeItAndLeavesCudaClean)
 	EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess);
 
 	ASSERT_EQ(cudaHostUnregister(blocker), cudaSuccess);
-	GpuMapping m = r.map(*cuda_); /* now it works */
+	GpuMapping m = cuda_->map(r); /* now it works */
 	EXPECT_EQ(cuda_type(bufs[4].ptr), cudaMemoryTypeHost);
 }
 
@@ -160,7 +160,7 @@ TEST_F(CudaDevice, CudaHostAllocManagedAndDeviceMemoryAreClassified)
 				 {managed, 1 << 20},
 				 {plain.data(), plain.size()}};
 		Registration r = ctx_->register_buffers(bufs);
-		GpuMapping m = r.map(*cuda_);
+		GpuMapping m = cuda_->map(r);
 		void *host_dptr = nullptr;
 		ASSERT_EQ(cudaHostGetDevicePointer(&host_dptr, host, 0), cudaSuccess);
 		EXPECT_EQ(m.address(0), reinterpret_cast<std::uintptr_t>(host_dptr) + 10);
@@ -188,7 +188,7 @@ TEST_F(CudaDevice, ARangeHalfRegisteredByCudaIsRefusedWhole)
 	Buffer bufs[] = {{mem.p, 4 * page}, {mem.p + 4 * page, 4 * page}};
 	Registration r = ctx_->register_buffers(bufs);
 
-	Error e = expect_error([&] { (void)r.map(*cuda_); });
+	Error e = expect_error([&] { (void)cuda_->map(r); });
 	EXPECT_EQ(e.err(), EEXIST);
 	EXPECT_EQ(e.buffer_index(), 1u);
 	EXPECT_EQ(cuda_type(mem.p + 4 * page), cudaMemoryTypeUnregistered);
@@ -210,10 +210,10 @@ TEST_F(CudaDevice, ReadOnlyFileMemoryMapsForReading)
 	Registration r = ctx_->register_buffers(bufs);
 
 	if (!cuda_->read_only_register_supported()) {
-		Error e = expect_error([&] { (void)r.map(*cuda_); });
+		Error e = expect_error([&] { (void)cuda_->map(r); });
 		std::printf("# no read-only registration on this device: %s\n", e.what());
 	} else {
-		GpuMapping m = r.map(*cuda_);
+		GpuMapping m = cuda_->map(r);
 		std::vector<std::uint64_t> d{m.address(0)};
 		EXPECT_EQ(device::gpu_checksums(d, {data.size()})[0],
 			  device::cpu_checksum(data.data(), data.size()));

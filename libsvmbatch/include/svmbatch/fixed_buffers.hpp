@@ -8,6 +8,7 @@
 
 #include <svmbatch/api.h>
 #include <svmbatch/buffer.hpp>
+#include <svmbatch/registration.hpp>
 
 struct io_uring;
 
@@ -70,7 +71,9 @@ public:
 	explicit operator bool() const noexcept { return ring_ != nullptr; }
 
 private:
-	friend class Registration;
+	friend SVMBATCH_API FixedBuffers register_fixed(const Registration &registration,
+							::io_uring &ring,
+							const FixedOptions &options);
 	friend class detail::IoEngine;
 	FixedBuffers() = default;
 	/// The same slots in ring, which has no buffer table yet (a Reader's
@@ -78,7 +81,7 @@ private:
 	/// when clone is true and the kernel can (cloned says whether it did),
 	/// else the buffers registered again.  The result owns ring's table.
 	FixedBuffers mirror(::io_uring &ring, bool clone, bool &cloned) const;
-	/// Registration::register_fixed(): register s's buffers in ring.
+	/// register_fixed(): register s's buffers in ring.
 	FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 		     const FixedOptions &options);
 
@@ -91,5 +94,11 @@ private:
 	std::vector<FixedSlice> slots_; ///< what each of our slots holds
 	std::vector<Access> access_; ///< per caller buffer
 };
+
+/// Register registration's buffers as io_uring fixed buffers of ring (see
+/// FixedOptions).  Independent of the registration's lifetime: io_uring
+/// pins the pages itself.  Must be destroyed before the ring is exited.
+SVMBATCH_API FixedBuffers register_fixed(const Registration &registration, ::io_uring &ring,
+					 const FixedOptions &options = {});
 
 } // namespace svmbatch

@@ -9,10 +9,6 @@
 #include <svmbatch/api.h>
 #include <svmbatch/buffer.hpp>
 #include <svmbatch/dmabuf.hpp>
-#include <svmbatch/fixed_buffers.hpp>
-#include <svmbatch/gpu/backend.hpp>
-
-struct io_uring;
 
 namespace svmbatch {
 
@@ -41,9 +37,14 @@ struct RegistrationStats {
 	bool stale = false; ///< see Registration::stale()
 };
 
+class Registration;
+
 namespace detail {
 struct RegistrationState;
-}
+/// For the layers above core (io_uring, GPU, RDMA): what a Registration
+/// holds, without a public accessor on it.
+const RegistrationState &state_of(const Registration &registration);
+} // namespace detail
 
 /// A set of buffers registered in one step.  Move-only; the destructor
 /// unregisters (kernel mode: the pages are unpinned).  Freeing or unmapping
@@ -96,22 +97,13 @@ public:
 	/// Byte offset of caller buffer i in export_dmabuf()'s dma-buf.
 	std::size_t dmabuf_offset(std::size_t buffer) const;
 
-	/// Register the buffers as io_uring fixed buffers of ring (see
-	/// FixedOptions).  Independent of this object's lifetime: io_uring pins
-	/// the pages itself.  Must be destroyed before the ring is exited.
-	FixedBuffers register_fixed(::io_uring &ring, const FixedOptions &options = {}) const;
-
-	/// Make the buffers GPU-accessible through backend (CudaBackend,
-	/// DrmBackend, ...): backend.map(*this).  The mapping is independent
-	/// of this object's lifetime.
-	GpuMapping map(GpuBackend &backend) const;
-
 	/// Unregister now; further use is an error.  Idempotent.
 	void reset() noexcept;
 	explicit operator bool() const noexcept { return state_ != nullptr; }
 
 private:
 	friend class Context;
+	friend const detail::RegistrationState &detail::state_of(const Registration &registration);
 	explicit Registration(std::unique_ptr<detail::RegistrationState> state);
 	const detail::RegistrationState &state() const;
 

@@ -106,7 +106,7 @@ inline PinnedTensors pin(Context &context, std::vector<at::Tensor> tensors,
 	try {
 		out.registration_.emplace(context.register_buffers(buffers));
 		if (backend != nullptr)
-			out.mapping_.emplace(out.registration_->map(*backend));
+			out.mapping_.emplace(backend->map(*out.registration_));
 	} catch (const Error &e) {
 		throw detail::about_tensor(e, owner);
 	}

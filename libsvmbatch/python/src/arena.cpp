@@ -274,7 +274,7 @@ public:
 		state_->registration =
 			std::make_shared<Registration>(context->register_buffers({&whole, 1}));
 		if (backend)
-			state_->mapping.emplace(state_->registration->map(*backend));
+			state_->mapping.emplace(backend->map(*state_->registration));
 	}
 
 	ArenaState &state() const

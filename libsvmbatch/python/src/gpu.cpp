@@ -32,7 +32,7 @@ std::shared_ptr<PyGpuMapping> map_registration(py::object registration, GpuBacke
 	auto out = std::make_shared<PyGpuMapping>();
 	{
 		py::gil_scoped_release nogil;
-		out->mapping = r.map(backend);
+		out->mapping = backend.map(r);
 	}
 	out->registration = std::move(registration);
 	return out;

@@ -55,7 +55,7 @@ public:
 						       std::max(options.queue_depth, 8u);
 		py::gil_scoped_release nogil;
 		ring_ = std::make_unique<Ring>(entries);
-		fixed_.emplace(r.register_fixed(ring_->get()));
+		fixed_.emplace(register_fixed(r, ring_->get()));
 		engine_.emplace(ring_->get(), *fixed_, options);
 	}
 	Engine(const Engine &) = delete;

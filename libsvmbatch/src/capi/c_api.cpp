@@ -184,7 +184,7 @@ int svmbatch_fixed_create(const svmbatch_reg *reg, struct io_uring *ring,
 			opt.window_size = options->window_size;
 		}
 		auto f = std::make_unique<svmbatch_fixed>(
-			svmbatch_fixed{reg->reg.register_fixed(*ring, opt)});
+			svmbatch_fixed{register_fixed(reg->reg, *ring, opt)});
 		*fixed = f.release(); /* owned by the caller */
 	});
 }

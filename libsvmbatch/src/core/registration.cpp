@@ -139,14 +139,13 @@ std::size_t Registration::dmabuf_offset(std::size_t buffer) const
 	return off + loc.offset;
 }
 
-FixedBuffers Registration::register_fixed(::io_uring &ring, const FixedOptions &options) const
+namespace detail {
+
+const RegistrationState &state_of(const Registration &registration)
 {
-	return {ring, state(), options};
+	return registration.state();
 }
 
-GpuMapping Registration::map(GpuBackend &backend) const
-{
-	return backend.map(*this);
-}
+} // namespace detail
 
 } // namespace svmbatch

@@ -217,6 +217,12 @@ FixedBuffers::FixedBuffers(::io_uring &ring, const detail::RegistrationState &s,
 	ring_ = &ring;
 }
 
+FixedBuffers register_fixed(const Registration &registration, ::io_uring &ring,
+			    const FixedOptions &options)
+{
+	return {ring, detail::state_of(registration), options};
+}
+
 FixedBuffers::FixedBuffers(FixedBuffers &&other) noexcept
 	: ring_(std::exchange(other.ring_, nullptr)), window_(other.window_),
 	  first_slot_(other.first_slot_), nr_slots_(other.nr_slots_),

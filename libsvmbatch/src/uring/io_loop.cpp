@@ -141,8 +141,8 @@ IoLoopPump::IoLoopPump(Context &context, const Registration &registration, const
 	Buffer ring{mem_.base(), mem_.bytes(), Access::ReadWrite};
 	ring_reg_.emplace(context.register_buffers({&ring, 1}));
 	if (o.gpu)
-		gpu_ = ring_reg_->map(*o.gpu);
-	fixed_.emplace(registration.register_fixed(uring_.get()));
+		gpu_ = o.gpu->map(*ring_reg_);
+	fixed_.emplace(register_fixed(registration, uring_.get()));
 	reader_.emplace(uring_.get(), *fixed_, options_.io);
 	thread_ = std::thread([this] { run(); });
 }
