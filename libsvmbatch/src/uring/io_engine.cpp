@@ -15,6 +15,7 @@
 #include <thread>
 #include <utility>
 
+#include "uring/driver_pool.hpp"
 #include "uring/io_plan.hpp"
 #include "uring/io_run.hpp"
 
@@ -70,71 +71,6 @@ private:
 	::io_uring ring_{};
 	std::optional<FixedBuffers> fixed_;
 };
-
-DriverPool::~DriverPool()
-{
-	{
-		std::lock_guard lock(mutex_);
-		stop_ = true;
-	}
-	cv_.notify_all();
-	for (std::thread &t : threads_)
-		if (t.joinable())
-			t.join();
-}
-
-void DriverPool::post(const std::shared_ptr<IoRun> &run, unsigned first)
-{
-	std::lock_guard lock(mutex_);
-
-	threads_.resize(jobs_.size());
-	for (unsigned i = first; i < run->rings(); i++) {
-		if (!threads_[i].joinable()) {
-			try {
-				threads_[i] = std::thread([this, i] { serve(i); });
-			} catch (...) {
-				run->skip(); /* the other rings take its share */
-				continue;
-			}
-		}
-		jobs_[i].push_back(run);
-	}
-	cv_.notify_all();
-}
-
-void DriverPool::withdraw(const IoRun *run)
-{
-	std::vector<std::shared_ptr<IoRun>> withdrawn;
-	{
-		std::lock_guard lock(mutex_);
-		for (auto &queue : jobs_) {
-			auto it = std::find_if(queue.begin(), queue.end(),
-					       [run](const auto &r) { return r.get() == run; });
-			if (it != queue.end()) {
-				withdrawn.push_back(std::move(*it));
-				queue.erase(it);
-			}
-		}
-	}
-	for (const auto &r : withdrawn)
-		r->skip();
-}
-
-void DriverPool::serve(unsigned ring)
-{
-	for (;;) {
-		std::shared_ptr<IoRun> run;
-		{
-			std::unique_lock lock(mutex_);
-			cv_.wait(lock, [&] { return stop_ || !jobs_[ring].empty(); });
-			if (jobs_[ring].empty())
-				return;
-			run = std::move(jobs_[ring].front());
-			jobs_[ring].pop_front();
-		}
-		run->drive(ring);
-	}
-}
 
 IoEngine::IoEngine(IoOp op, ::io_uring &ring, const FixedBuffers &fixed, const IoOptions &options,
 		   SyncMode sync)
@@ -235,7 +171,7 @@ IoEngine::~IoEngine()
 		(void)io_uring_register_iowq_max_workers(limited_, old_limits_);
 }
 
-std::shared_ptr<IoRun> IoEngine::begin(std::span<const IoRequest> requests)
+std::shared_ptr<IoRun> IoEngine::make_run(std::span<const IoRequest> requests)
 {
 	std::vector<Piece> pieces =
 		plan_pieces(requests, fixed_, options_, setup_.op == IoOp::Read);
@@ -287,7 +223,7 @@ unsigned IoEngine::rings_for(std::span<const IoRequest> requests) const
 
 IoBatch IoEngine::start(std::span<const IoRequest> requests)
 {
-	std::shared_ptr<IoRun> run = begin(requests);
+	std::shared_ptr<IoRun> run = make_run(requests);
 
 	pool()->post(run, 0);
 	return IoRun::batch(std::move(run));
@@ -298,7 +234,7 @@ std::vector<IoResult> IoEngine::run(std::span<const IoRequest> requests)
 	/* Batches in flight: the caller's ring is its pool thread's now. */
 	if (!idle())
 		return start(requests).wait();
-	std::shared_ptr<IoRun> run = begin(requests);
+	std::shared_ptr<IoRun> run = make_run(requests);
 
 	if (run->rings() > 1)
 		pool()->post(run, 1);

@@ -4,70 +4,25 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstddef>
-#include <deque>
 #include <memory>
 #include <mutex>
 #include <span>
-#include <thread>
 #include <vector>
 
 #include <svmbatch/fixed_buffers.hpp>
 #include <svmbatch/io.hpp>
 #include <svmbatch/writer.hpp>
 
+#include "uring/io_setup.hpp"
+
 struct io_uring;
 
 namespace svmbatch::detail {
 
-enum class IoOp { Read, Write };
-
-/// One ring a driver thread runs pieces on.
-struct RingSlot {
-	::io_uring *ring;
-	unsigned depth; ///< pieces in flight at most
-};
-
-/// What one batch needs of its engine, fixed while it runs.
-struct IoSetup {
-	IoOp op = IoOp::Read;
-	bool async = false; ///< IOSQE_ASYNC on every entry (AsyncWorkers)
-	SyncMode sync = SyncMode::None;
-	std::vector<RingSlot> rings; ///< [0] is the caller's
-};
-
-class PrivateRing;
+class DriverPool;
 class IoRun;
-
-/// One thread per ring, kept for the engine's life, so that a ring is
-/// always driven by the same task (io_uring's per-task state and io-wq are
-/// set up once, not per batch).  Started on first use.
-class DriverPool {
-public:
-	explicit DriverPool(unsigned rings) : jobs_(rings) {}
-	~DriverPool();
-	DriverPool(const DriverPool &) = delete;
-	DriverPool &operator=(const DriverPool &) = delete;
-	DriverPool(DriverPool &&) = delete;
-	DriverPool &operator=(DriverPool &&) = delete;
-
-	/// Rings [first, run->rings()) drive run; a ring without a thread
-	/// skips it.
-	void post(const std::shared_ptr<IoRun> &run, unsigned first);
-	/// run was cancelled: the rings that have not begun it skip it (it
-	/// may be queued behind a batch that never ends by itself).
-	void withdraw(const IoRun *run);
-
-private:
-	void serve(unsigned ring);
-
-	std::mutex mutex_;
-	std::condition_variable cv_;
-	std::vector<std::deque<std::shared_ptr<IoRun>>> jobs_; ///< per ring, in start order
-	std::vector<std::thread> threads_; ///< per ring, or not started
-	bool stop_ = false;
-};
+class PrivateRing;
 
 class IoEngine {
 public:
@@ -88,7 +43,7 @@ public:
 	BufferSharing buffer_sharing() const noexcept { return sharing_; }
 
 private:
-	std::shared_ptr<IoRun> begin(std::span<const IoRequest> requests);
+	std::shared_ptr<IoRun> make_run(std::span<const IoRequest> requests);
 	unsigned rings_for(std::span<const IoRequest> requests) const;
 	bool idle();
 	void add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned depth, bool clone);

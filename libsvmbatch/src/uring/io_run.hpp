@@ -13,8 +13,9 @@
 
 #include <svmbatch/io.hpp>
 
-#include "uring/io_engine.hpp"
+#include "uring/driver_pool.hpp"
 #include "uring/io_plan.hpp"
+#include "uring/io_setup.hpp"
 
 namespace svmbatch::detail {
 
@@ -24,13 +25,13 @@ struct PieceOutcome {
 	std::size_t bytes = 0;
 };
 
-class IoRun {
+class IoRun final : public DriverJob {
 public:
 	/// rings: how many of setup's rings (the first ones) drive this batch.
 	IoRun(IoSetup setup, unsigned rings, std::vector<Piece> pieces,
 	      std::vector<int> request_fds, std::shared_ptr<std::atomic<std::size_t>> submitted,
 	      std::weak_ptr<DriverPool> pool);
-	~IoRun();
+	~IoRun() override;
 	IoRun(const IoRun &) = delete;
 	IoRun &operator=(const IoRun &) = delete;
 	IoRun(IoRun &&) = delete;
@@ -38,10 +39,10 @@ public:
 
 	/// Drive ring i on the calling thread until the batch has no work left
 	/// for it.  Every ring's driver must run once, or be skipped.
-	void drive(unsigned i) noexcept;
+	void drive(unsigned i) noexcept override;
 	/// Ring i will not be driven (no thread for it): the others take its
 	/// share.
-	void skip() noexcept { driver_finished(); }
+	void skip() noexcept override { driver_finished(); }
 	std::vector<IoResult> wait();
 	/// Stop the batch: see IoBatch::cancel().
 	void cancel() noexcept;
@@ -54,7 +55,7 @@ public:
 
 	// For the ring drivers (io_run.cpp).
 	const IoSetup &setup() const noexcept { return setup_; }
-	unsigned rings() const noexcept { return rings_; }
+	unsigned rings() const noexcept override { return rings_; }
 	/// How many pieces a ring of `depth` keeps in flight at most.
 	unsigned fair_share(unsigned depth) const noexcept;
 	/// The next piece nobody has taken, or nullptr.
