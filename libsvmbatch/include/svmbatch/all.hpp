@@ -3,6 +3,7 @@
 // The GPU and RDMA backends this build lacks (svmbatch/config.h) are left out.
 #pragma once
 
+#include <svmbatch/arena.hpp>
 #include <svmbatch/buffer.hpp>
 #include <svmbatch/config.h>
 #include <svmbatch/context.hpp>

@@ -1,0 +1,36 @@
+// SPDX-License-Identifier: MIT
+// An Arena's memory: one anonymous mapping of small, THP or hugetlb pages,
+// bound to a NUMA node if asked, prefaulted by several threads.
+#pragma once
+
+#include <cstddef>
+
+#include <svmbatch/arena.hpp>
+
+namespace svmbatch::detail {
+
+/// An anonymous mapping, unmapped on destruction.
+class ArenaMemory {
+public:
+	/// mmap bytes (rounded up to the page kind's page), bind it to
+	/// numa_node (-1: no binding) and prefault it with threads threads
+	/// (0: the CPUs, at most 16).  Throws Error (step Validate) and leaves
+	/// nothing mapped.
+	ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsigned threads);
+	ArenaMemory(const ArenaMemory &) = delete;
+	ArenaMemory &operator=(const ArenaMemory &) = delete;
+	ArenaMemory(ArenaMemory &&) = delete;
+	ArenaMemory &operator=(ArenaMemory &&) = delete;
+	~ArenaMemory();
+
+	char *base() const noexcept { return base_; }
+	std::size_t mapped_bytes() const noexcept { return mapped_; }
+
+private:
+	void prefault(PageKind kind, unsigned threads);
+
+	char *base_ = nullptr;
+	std::size_t mapped_ = 0;
+};
+
+} // namespace svmbatch::detail
