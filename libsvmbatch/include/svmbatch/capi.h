@@ -220,6 +220,65 @@ SVMBATCH_API int svmbatch_fixed_get(const svmbatch_fixed *fixed, size_t buffer,
 SVMBATCH_API void svmbatch_fixed_destroy(svmbatch_fixed *fixed);
 
 /*
+ * Arenas (Documentation/library.rst, "Arenas"): one mapping of pinned
+ * memory registered once, from which blocks are carved with no driver
+ * call.  A zeroed svmbatch_arena_options (or NULL) asks for THP pages, no
+ * NUMA binding, 256-byte alignment and one prefault thread per CPU (at
+ * most 16).
+ */
+typedef struct svmbatch_arena svmbatch_arena;
+
+enum svmbatch_arena_pages {
+	SVMBATCH_ARENA_PAGES_THP = 0, /* transparent huge pages, best effort */
+	SVMBATCH_ARENA_PAGES_SMALL = 1, /* the base page size */
+	SVMBATCH_ARENA_PAGES_HUGETLB = 2, /* 2 MiB pages of vm.nr_hugepages */
+};
+
+/* svmbatch_arena_options.flags */
+#define SVMBATCH_ARENA_BIND_NODE (1U << 0) /* mbind to numa_node */
+
+struct svmbatch_arena_options {
+	enum svmbatch_arena_pages pages;
+	unsigned int flags; /* SVMBATCH_ARENA_* */
+	int numa_node; /* with SVMBATCH_ARENA_BIND_NODE */
+	unsigned int prefault_threads; /* 0: the CPUs, at most 16 */
+	size_t alignment; /* a power of two; 0: 256 */
+};
+
+struct svmbatch_arena_info {
+	void *base; /* the mapping's first byte */
+	size_t capacity; /* the bytes asked: what blocks are carved from */
+	size_t mapped_bytes; /* mapped and registered */
+	size_t used; /* taken by live blocks, each rounded to the alignment */
+	size_t free_bytes; /* capacity - used */
+	size_t largest_free; /* the largest block that can be allocated now */
+	size_t live_blocks;
+	size_t alignment;
+	enum svmbatch_arena_pages pages;
+	int numa_node; /* -1: unbound */
+	uint64_t pages_registered; /* svmbatch_reg_info.pages of its registration */
+	uint64_t pinned_pages; /* by the module: 0 in userspace mode */
+};
+
+/* bytes > 0.  All or nothing: a failure leaves no mapping or pin behind. */
+SVMBATCH_API int svmbatch_arena_create(svmbatch_ctx *ctx, size_t bytes,
+				       const struct svmbatch_arena_options *options,
+				       svmbatch_arena **arena);
+/* Unregisters and unmaps: every block becomes invalid. */
+SVMBATCH_API void svmbatch_arena_destroy(svmbatch_arena *arena);
+/*
+ * *block: bytes (0 counts as 1) aligned to the arena's alignment.  -ENOMEM
+ * when no free block is large enough (the message says whether the arena
+ * is full or fragmented; svmbatch_arena_get_info has the numbers).  Safe
+ * from several threads at once, as is svmbatch_arena_free.
+ */
+SVMBATCH_API int svmbatch_arena_alloc(svmbatch_arena *arena, size_t bytes, void **block);
+/* -EINVAL if block is not a live block of arena (NULL included). */
+SVMBATCH_API int svmbatch_arena_free(svmbatch_arena *arena, void *block);
+SVMBATCH_API int svmbatch_arena_get_info(const svmbatch_arena *arena,
+					 struct svmbatch_arena_info *info);
+
+/*
  * The names of libsvmbatch 0.1, before every function was named
  * svmbatch_<object>_<verb>: the same functions, still exported (the soname
  * stays libsvmbatch.so.1).  New code uses the names above.

@@ -1,0 +1,151 @@
+// SPDX-License-Identifier: MIT
+// The C API of the Arena: options, errno and message, the registration's
+// pages, and NULL and unknown arguments, in the mode under test.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <svmbatch/capi.h>
+
+#include "test_util.hpp"
+
+namespace {
+
+const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+
+class CApiArena : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		svmbatch_mode m = svmbatch::test::mode_under_test() == svmbatch::Mode::Kernel ?
+					  SVMBATCH_MODE_KERNEL :
+					  SVMBATCH_MODE_USERSPACE;
+		ASSERT_EQ(svmbatch_ctx_open(m, nullptr, &ctx_), 0) << svmbatch_last_error();
+		kernel_ = m == SVMBATCH_MODE_KERNEL;
+	}
+	void TearDown() override { svmbatch_ctx_close(ctx_); }
+
+	svmbatch_ctx *ctx_ = nullptr;
+	bool kernel_ = false;
+};
+
+TEST_F(CApiArena, CreateAllocFreeDestroy)
+{
+	svmbatch_arena_options o{};
+	o.pages = SVMBATCH_ARENA_PAGES_SMALL;
+	o.alignment = 4096;
+	svmbatch_arena *a = nullptr;
+	ASSERT_EQ(svmbatch_arena_create(ctx_, 8 * page + 1, &o, &a), 0) << svmbatch_last_error();
+	ASSERT_NE(a, nullptr);
+	EXPECT_STREQ(svmbatch_last_error(), "");
+
+	svmbatch_arena_info info{};
+	ASSERT_EQ(svmbatch_arena_get_info(a, &info), 0);
+	EXPECT_EQ(info.capacity, 8 * page + 1);
+	EXPECT_EQ(info.mapped_bytes, 9 * page);
+	EXPECT_EQ(info.alignment, 4096u);
+	EXPECT_EQ(info.pages, SVMBATCH_ARENA_PAGES_SMALL);
+	EXPECT_EQ(info.numa_node, -1);
+	EXPECT_EQ(info.pages_registered, 9u);
+	EXPECT_EQ(info.pinned_pages, kernel_ ? 9u : 0u);
+
+	void *p = nullptr, *q = nullptr;
+	ASSERT_EQ(svmbatch_arena_alloc(a, 5000, &p), 0);
+	ASSERT_EQ(svmbatch_arena_alloc(a, 1, &q), 0);
+	EXPECT_EQ(p, info.base);
+	EXPECT_EQ(reinterpret_cast<std::uintptr_t>(q) % 4096, 0u);
+	std::memset(p, 1, 5000);
+	ASSERT_EQ(svmbatch_arena_get_info(a, &info), 0);
+	EXPECT_EQ(info.used, std::size_t{3} * 4096);
+	EXPECT_EQ(info.live_blocks, 2u);
+	EXPECT_EQ(info.free_bytes, 8 * page + 1 - std::size_t{3} * 4096);
+
+	EXPECT_EQ(svmbatch_arena_free(a, p), 0);
+	EXPECT_EQ(svmbatch_arena_free(a, p), -EINVAL);
+	EXPECT_NE(std::string(svmbatch_last_error()).find("given back already"), std::string::npos)
+		<< svmbatch_last_error();
+	EXPECT_EQ(svmbatch_arena_free(a, nullptr), -EINVAL);
+	EXPECT_EQ(svmbatch_arena_free(a, q), 0);
+	svmbatch_arena_destroy(a);
+	svmbatch_arena_destroy(nullptr);
+}
+
+TEST_F(CApiArena, FullAndFragmentedAreENOMEM)
+{
+	svmbatch_arena_options o{};
+	o.pages = SVMBATCH_ARENA_PAGES_SMALL;
+	o.alignment = 1024;
+	svmbatch_arena *a = nullptr;
+	ASSERT_EQ(svmbatch_arena_create(ctx_, 4096, &o, &a), 0) << svmbatch_last_error();
+	std::vector<void *> b(4);
+	for (void *&p : b)
+		ASSERT_EQ(svmbatch_arena_alloc(a, 1024, &p), 0);
+	void *p = &b;
+	EXPECT_EQ(svmbatch_arena_alloc(a, 1, &p), -ENOMEM);
+	EXPECT_EQ(p, nullptr);
+	EXPECT_NE(std::string(svmbatch_last_error()).find("arena full"), std::string::npos)
+		<< svmbatch_last_error();
+	ASSERT_EQ(svmbatch_arena_free(a, b[0]), 0);
+	ASSERT_EQ(svmbatch_arena_free(a, b[2]), 0);
+	EXPECT_EQ(svmbatch_arena_alloc(a, 2048, &p), -ENOMEM);
+	EXPECT_NE(std::string(svmbatch_last_error()).find("fragmented"), std::string::npos)
+		<< svmbatch_last_error();
+	svmbatch_arena_info info{};
+	ASSERT_EQ(svmbatch_arena_get_info(a, &info), 0);
+	EXPECT_EQ(info.free_bytes, 2048u);
+	EXPECT_EQ(info.largest_free, 1024u);
+	svmbatch_arena_destroy(a); /* with live blocks: they die with it */
+}
+
+TEST_F(CApiArena, BadArgumentsAreEINVAL)
+{
+	/* Not NULL: a failed create must clear it. */
+	alignas(16) unsigned char junk[16] = {};
+	auto *a = reinterpret_cast<svmbatch_arena *>(junk);
+	EXPECT_EQ(svmbatch_arena_create(nullptr, page, nullptr, &a), -EINVAL);
+	EXPECT_EQ(svmbatch_arena_create(ctx_, page, nullptr, nullptr), -EINVAL);
+	EXPECT_EQ(svmbatch_arena_create(ctx_, 0, nullptr, &a), -EINVAL);
+	EXPECT_EQ(a, nullptr);
+	svmbatch_arena_options o{};
+	o.alignment = 3;
+	EXPECT_EQ(svmbatch_arena_create(ctx_, page, &o, &a), -EINVAL);
+	EXPECT_NE(std::string(svmbatch_last_error()).find("power of two"), std::string::npos);
+	o = {};
+	std::memset(&o.pages, 0x7f, sizeof(o.pages)); /* not an enumerator */
+	EXPECT_EQ(svmbatch_arena_create(ctx_, page, &o, &a), -EINVAL);
+	o = {};
+	o.flags = 1U << 5;
+	EXPECT_EQ(svmbatch_arena_create(ctx_, page, &o, &a), -EINVAL);
+	o = {};
+	o.flags = SVMBATCH_ARENA_BIND_NODE;
+	o.numa_node = -2;
+	EXPECT_EQ(svmbatch_arena_create(ctx_, page, &o, &a), -EINVAL);
+	EXPECT_EQ(a, nullptr);
+
+	void *p = nullptr;
+	EXPECT_EQ(svmbatch_arena_alloc(nullptr, 1, &p), -EINVAL);
+	EXPECT_EQ(svmbatch_arena_free(nullptr, p), -EINVAL);
+	EXPECT_EQ(svmbatch_arena_get_info(nullptr, nullptr), -EINVAL);
+}
+
+TEST_F(CApiArena, DefaultOptionsGiveATwoMebibyteAlignedThpArena)
+{
+	svmbatch_arena *a = nullptr;
+	ASSERT_EQ(svmbatch_arena_create(ctx_, 1, nullptr, &a), 0) << svmbatch_last_error();
+	svmbatch_arena_info info{};
+	ASSERT_EQ(svmbatch_arena_get_info(a, &info), 0);
+	EXPECT_EQ(info.pages, SVMBATCH_ARENA_PAGES_THP);
+	EXPECT_EQ(info.mapped_bytes, std::size_t{2} << 20);
+	EXPECT_EQ(reinterpret_cast<std::uintptr_t>(info.base) % (std::size_t{2} << 20), 0u);
+	EXPECT_EQ(info.alignment, 256u);
+	EXPECT_EQ(info.capacity, 1u);
+	svmbatch_arena_destroy(a);
+}
+
+} // namespace
