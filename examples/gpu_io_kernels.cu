@@ -8,7 +8,7 @@
 #include <stdexcept>
 #include <string>
 
-#include <svmbatch/gpu_io.cuh>
+#include <svmbatch/gpu_io/device.cuh>
 
 namespace svmbatch::device {
 

@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: MIT
 // The GPU side of gpu_io_loop and the GPU I/O benchmark: kernels that read
-// a file through an IoLoop with <svmbatch/gpu_io.cuh> (gpu_io_kernels.cu).
+// a file through an IoLoop with <svmbatch/gpu_io/device.cuh> (gpu_io_kernels.cu).
 // Plain C++ here, so that the C++20 host programs need no nvcc.
 #pragma once
 
 #include <cstdint>
 #include <vector>
 
-#include <svmbatch/io_ring.h>
+#include <svmbatch/gpu_io/ring.h>
 
 namespace svmbatch::device {
 

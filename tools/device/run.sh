@@ -161,7 +161,7 @@ if want pipeline; then
 		>"$OUT/pipeline-bench.json" 2>"$OUT/pipeline-bench.log"
 	cat "$OUT/pipeline-bench.log"
 fi
-# GPU-driven I/O (IoLoop, <svmbatch/gpu_io.cuh>): a persistent kernel reads
+# GPU-driven I/O (IoLoop, <svmbatch/gpu_io/device.cuh>): a persistent kernel reads
 # a 4 GiB file in random pieces and checksums them against the CPU's, then
 # the benchmark against the host-driven pipeline.  Each under a timeout: a
 # protocol bug would hang the kernel.

@@ -28,7 +28,7 @@
 #include <svmbatch/gpu/hsa_backend.hpp>
 #endif
 #include <svmbatch/io.hpp>
-#include <svmbatch/io_loop.hpp>
+#include <svmbatch/gpu_io/loop.hpp>
 #if SVMBATCH_HAS_RDMA
 #include <svmbatch/rdma.hpp>
 #endif

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include <svmbatch/api.h>
-#include <svmbatch/io_ring.h>
+#include <svmbatch/gpu_io/ring.h>
 
 #ifdef __cplusplus
 extern "C" {

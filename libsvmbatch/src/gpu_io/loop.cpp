@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
-// IoLoop: the pump thread between the request ring (io_ring.h) and a
+// IoLoop: the pump thread between the request ring (gpu_io/ring.h) and a
 // Reader.
 #include <svmbatch/context.hpp>
 #include <svmbatch/error.hpp>
 #include <svmbatch/fixed_buffers.hpp>
 #include <svmbatch/gpu/backend.hpp>
-#include <svmbatch/io_loop.hpp>
+#include <svmbatch/gpu_io/loop.hpp>
 #include <svmbatch/reader.hpp>
 #include <svmbatch/registration.hpp>
 
@@ -24,7 +24,7 @@
 #include <thread>
 #include <vector>
 
-#include "uring/io_ring_memory.hpp"
+#include "gpu_io/ring_memory.hpp"
 
 namespace svmbatch {
 
@@ -209,12 +209,12 @@ bool IoLoopPump::try_deliver(const Pending &p) noexcept
 	svmbatch_io_completion &c = mem_.completions()[p.ticket & mem_.mask()];
 	std::atomic_ref seq(c.seq);
 
-	if (seq.load(std::memory_order_acquire) != p.ticket)
+	if (seq.load(std::memory_order_acquire) != svmbatch_io_seq_free(p.ticket))
 		return false; // the waiter of ticket - slots still holds it
 	c.status = p.status;
 	c.bytes = p.bytes;
 	c.tag = p.tag;
-	seq.store(p.ticket + 1, std::memory_order_release);
+	seq.store(svmbatch_io_seq_published(p.ticket), std::memory_order_release);
 	counters_.completed.fetch_add(1, std::memory_order_relaxed);
 	if (p.status)
 		counters_.failed.fetch_add(1, std::memory_order_relaxed);
@@ -246,16 +246,15 @@ bool IoLoopPump::drain(bool stopping)
 {
 	std::vector<Taken> take;
 	svmbatch_io_request *slots = mem_.requests();
-	const std::uint64_t lap = mem_.mask() + std::uint64_t{1};
 
 	while (take.size() < options_.max_batch &&
 	       (stopping || reading_ + take.size() < options_.max_in_flight)) {
 		svmbatch_io_request &slot = slots[head_ & mem_.mask()];
 		std::atomic_ref seq(slot.seq);
-		if (seq.load(std::memory_order_acquire) != head_ + 1)
+		if (seq.load(std::memory_order_acquire) != svmbatch_io_seq_published(head_))
 			break;
 		take.push_back({head_, slot});
-		seq.store(head_ + lap, std::memory_order_release);
+		seq.store(svmbatch_io_seq_next_lap(mem_.mask(), head_), std::memory_order_release);
 		head_++;
 	}
 	if (take.empty())

@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include <svmbatch/io_ring.h>
+#include <svmbatch/gpu_io/ring.h>
 
 namespace svmbatch::detail {
 

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-#include "uring/io_ring_memory.hpp"
+#include "gpu_io/ring_memory.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -41,8 +41,8 @@ RingMemory::RingMemory(unsigned slots) : slots_(slots), bytes_(ring_bytes(slots)
 	h->version = SVMBATCH_IO_RING_VERSION;
 	h->slots = slots_;
 	for (std::uint32_t i = 0; i < slots_; i++) {
-		requests()[i].seq = i;
-		completions()[i].seq = i;
+		requests()[i].seq = svmbatch_io_seq_free(i);
+		completions()[i].seq = svmbatch_io_seq_free(i);
 	}
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// IoLoopClient: the producer side of io_ring.h's protocol for CPU threads.
-#include <svmbatch/io_loop.hpp>
+// IoLoopClient: the producer side of gpu_io/ring.h's protocol for CPU threads.
+#include <svmbatch/gpu_io/loop.hpp>
 
 #include <atomic>
 #include <cerrno>
@@ -42,35 +42,29 @@ std::int64_t IoLoopClient::read(std::uint32_t file, std::uint64_t file_offset, s
 		return -1;
 	const std::uint64_t t =
 		std::atomic_ref(q_.header->host_tail).fetch_add(1, std::memory_order_relaxed);
-	svmbatch_io_request &slot = q_.requests[t & q_.mask];
-	std::atomic_ref seq(slot.seq);
+	svmbatch_io_request *slot = svmbatch_io_request_slot(&q_, t);
+	std::atomic_ref seq(slot->seq);
 
-	for (unsigned spins = 0; seq.load(std::memory_order_acquire) != t;) {
+	for (unsigned spins = 0; seq.load(std::memory_order_acquire) != svmbatch_io_seq_free(t);) {
 		if (pump_ended(q_))
 			return -1; // nobody will free the slot
 		back_off(spins);
 	}
-	slot.file = file;
-	slot.buffer = buffer;
-	slot.file_offset = file_offset;
-	slot.length = length;
-	slot.buffer_offset = buffer_offset;
-	slot.tag = tag;
-	slot.flags = SVMBATCH_IO_READ;
-	seq.store(t + 1, std::memory_order_release);
+	svmbatch_io_fill_read(slot, file, file_offset, length, buffer, buffer_offset, tag);
+	seq.store(svmbatch_io_seq_published(t), std::memory_order_release);
 	return static_cast<std::int64_t>(t);
 }
 
 bool IoLoopClient::try_wait(std::int64_t ticket, IoCompletion &out) const noexcept
 {
 	const auto t = static_cast<std::uint64_t>(ticket);
-	svmbatch_io_completion &c = q_.completions[t & q_.mask];
-	std::atomic_ref seq(c.seq);
+	svmbatch_io_completion *c = svmbatch_io_completion_slot(&q_, t);
+	std::atomic_ref seq(c->seq);
 
-	if (seq.load(std::memory_order_acquire) != t + 1)
+	if (seq.load(std::memory_order_acquire) != svmbatch_io_seq_published(t))
 		return false;
-	out = {c.status, c.bytes, c.tag};
-	seq.store(t + q_.mask + 1, std::memory_order_release);
+	out = {c->status, c->bytes, c->tag};
+	seq.store(svmbatch_io_seq_next_lap(q_.mask, t), std::memory_order_release);
 	return true;
 }
 

@@ -1,0 +1,156 @@
+// SPDX-License-Identifier: MIT
+// IoLoop: a pump thread that services read requests which producers (GPU
+// threads, CPU threads) publish in a ring of host memory, with READ_FIXED
+// into a registration's buffers.  The ring's layout and protocol:
+// <svmbatch/gpu_io/ring.h>; GPU producers: <svmbatch/gpu_io/device.cuh>.
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <svmbatch/api.h>
+#include <svmbatch/io.hpp>
+#include <svmbatch/gpu_io/ring.h>
+
+namespace svmbatch {
+
+class Context;
+class Registration;
+class GpuBackend;
+
+namespace detail {
+class IoLoopPump;
+}
+
+struct IoLoopOptions {
+	/// Request slots (= completion slots): a power of two, 32 or more (a
+	/// warp publishes up to 32 at once).
+	unsigned slots = 1024;
+	/// The Reader's rings, threads and piece size.
+	IoOptions io;
+	/// Requests handed to the Reader at once, at most.
+	std::size_t max_batch = 256;
+	/// Requests reading at once, at most; beyond, the pump leaves
+	/// published requests in the ring (producers then wait for slots).
+	std::size_t max_in_flight = 8192;
+	/// Idle: poll for this long, then park.
+	std::chrono::microseconds spin{200};
+	/// Parked: poll every `park`.  The wake-up latency of a parked loop is
+	/// at most this (plus the scheduler's).
+	std::chrono::microseconds park{50};
+	/// Map the ring for this GPU (Registration::map), for device_queue().
+	/// Not owned; used only by the constructor.
+	GpuBackend *gpu = nullptr;
+};
+
+/// What the pump did so far.
+struct IoLoopStats {
+	std::uint64_t requests = 0; ///< taken out of the ring
+	std::uint64_t completed = 0; ///< completions written (errors included)
+	std::uint64_t failed = 0; ///< of those, with a non-zero status
+	std::uint64_t bytes = 0; ///< read into buffers
+	std::uint64_t batches = 0; ///< Reader batches started
+	std::uint64_t deferred = 0; ///< completions that waited for their slot
+	std::uint64_t parks = 0; ///< times the pump went to sleep
+	std::uint64_t undelivered = 0; ///< completions stop() gave up on
+};
+
+/// A pump thread servicing the request ring with READ_FIXED into the
+/// buffers of `registration` (see <svmbatch/gpu_io/ring.h> for the protocol).
+///
+/// The ring is host memory the loop allocates and registers itself, as a
+/// registration of its own in the same Context, and maps for options.gpu:
+/// not a buffer of the caller's registration, so that no request can read
+/// over it; not cuMemHostAlloc'd, so that the loop works with any
+/// GpuBackend (CUDA, HIP) or none (CPU producers).
+///
+/// The pump validates each request against the registration (unknown
+/// file: -EBADF; unknown buffer, or a range reaching past it: -EINVAL; a
+/// read-only buffer: -EACCES) and completes it with that error, never
+/// reading outside its destination; valid ones go to a Reader (the
+/// parallel rings, short reads continued, -ENODATA at the end of the
+/// file).  Every request a producer published completes exactly once.
+/// Idle, the pump spins for options.spin, then parks, polling every
+/// options.park.
+///
+/// The registration, its Context and the files must outlive the loop.
+class SVMBATCH_API IoLoop {
+public:
+	/// Error(EINVAL, Step::Validate) for bad options; the errors of
+	/// registering the ring, its fixed buffers and its GPU mapping.
+	IoLoop(Context &context, const Registration &registration,
+	       const IoLoopOptions &options = {});
+	IoLoop(const IoLoop &) = delete;
+	IoLoop &operator=(const IoLoop &) = delete;
+	IoLoop(IoLoop &&) = delete;
+	IoLoop &operator=(IoLoop &&) = delete;
+	/// stop(), then frees the ring: no producer may touch it after.
+	~IoLoop();
+
+	/// Requests name files by the index this returns.  The loop does not
+	/// own fd; a file closed while requests use it fails them (-EBADF).
+	/// Any thread.
+	std::uint32_t add_file(int fd);
+
+	/// The ring as CPU producers see it (IoLoopClient).
+	svmbatch_io_queue host_queue() const noexcept;
+	/// The ring as options.gpu's kernels see it.  std::logic_error without
+	/// options.gpu.
+	svmbatch_io_queue device_queue() const;
+	/// The ring as a device sees it that mapped ring_memory() at
+	/// device_address itself (hipHostRegister, cuMemHostRegister).
+	svmbatch_io_queue queue_at(std::uint64_t device_address) const noexcept;
+	/// The ring's host memory: header, requests, completions.
+	void *ring_memory() const noexcept;
+	std::size_t ring_bytes() const noexcept;
+
+	/// Stop taking requests (the ring's `closed` flag), complete those
+	/// published until then: the ones not yet reading with -ECANCELED,
+	/// the reads in flight when they end (cancelled where io_uring can).
+	/// Requests published during `drain` after that are completed with
+	/// -ECANCELED too; completions whose slot no waiter frees within it
+	/// count as undelivered.  Returns when the pump thread has ended.
+	/// Idempotent, any thread; the producers should have stopped first.
+	void stop(std::chrono::milliseconds drain = std::chrono::milliseconds(100)) noexcept;
+	bool stopped() const noexcept;
+
+	IoLoopStats stats() const noexcept;
+
+private:
+	std::unique_ptr<detail::IoLoopPump> pump_;
+};
+
+/// How a request ended, for a producer: status 0 or -errno, bytes read.
+struct IoCompletion {
+	int status = 0;
+	std::uint64_t bytes = 0;
+	std::uint64_t tag = 0;
+};
+
+/// A CPU producer of an IoLoop's ring (the GPU's is <svmbatch/gpu_io/device.cuh>):
+/// the same protocol, with C++ atomics.  Any number of threads may share
+/// one; each ticket must be waited for exactly once.
+class SVMBATCH_API IoLoopClient {
+public:
+	explicit IoLoopClient(const svmbatch_io_queue &queue) noexcept : q_(queue) {}
+
+	/// Claim a slot, fill it, publish it: the ticket to wait for.  Blocks
+	/// while every slot is taken.  -1 once the loop is closed (nothing
+	/// claimed), or when its pump ended while this waited for a slot.
+	std::int64_t read(std::uint32_t file, std::uint64_t file_offset, std::uint64_t length,
+			  std::uint32_t buffer, std::uint64_t buffer_offset,
+			  std::uint64_t tag = 0) const noexcept;
+	/// Block until ticket's completion is there; free its slot.  Wait for
+	/// your tickets in the order you took them.  {-ESHUTDOWN} if the pump
+	/// ended without completing it (a ticket published after stop()).
+	IoCompletion wait(std::int64_t ticket) const noexcept;
+	/// Ticket's completion if it is there (slot freed), else nothing.
+	bool try_wait(std::int64_t ticket, IoCompletion &out) const noexcept;
+
+private:
+	svmbatch_io_queue q_;
+};
+
+} // namespace svmbatch

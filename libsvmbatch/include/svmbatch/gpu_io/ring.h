@@ -1,0 +1,203 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * The request ring of svmbatch::IoLoop: what producers (GPU threads through
+ * <svmbatch/gpu_io/device.cuh>, CPU threads through svmbatch::IoLoopClient) and
+ * the loop's pump share, in host memory that the GPU maps.  Plain C, so
+ * that CUDA and HIP device code, C programs and the library agree on it.
+ *
+ * The protocol (Documentation/gpu_io.rst draws it), per request:
+ *
+ *  1. claim: the producer takes a ticket t = (*tail)++ (an atomic in the
+ *     producer's memory: device memory for a GPU, the ring for the CPU).
+ *     Request slot and completion slot are both [t & mask].
+ *  2. wait until requests[t & mask].seq == t (the slot is free for ticket
+ *     t: the pump has taken ticket t - slots out of it);
+ *  3. fill the slot's fields; fence (GPU: __threadfence_system(); CPU:
+ *     release); store seq = t + 1: published.
+ *  4. the pump, in ticket order: load seq with acquire; at t + 1 it copies
+ *     the request out and stores seq = t + slots with release (free for
+ *     the ticket one lap later), validates the request against the
+ *     registration, and reads with READ_FIXED on its rings.
+ *  5. when the read ended (or the request was refused), the pump waits
+ *     until completions[t & mask].seq == t (the waiter of ticket t - slots
+ *     is done with it; the pump defers, never blocks), writes status and
+ *     bytes, and stores seq = t + 1 with release.
+ *  6. the producer's wait: load seq until it is t + 1; fence (acquire);
+ *     read status and bytes; store seq = t + slots (free for the
+ *     completion one lap later).
+ *
+ * Every ticket is completed exactly once, errors included: status is 0 or
+ * a negative errno, bytes how many bytes were read.  A request slot is
+ * held only between claim and publish, which no wait separates, and the
+ * pump frees request slots without waiting for anyone: a producer may
+ * hold any number of requests it has not waited for, as long as it waits
+ * for its own tickets in the order it took them (the completion of ticket
+ * t needs ticket t - slots' waiter to be done with the slot).
+ */
+#ifndef SVMBATCH_IO_RING_H
+#define SVMBATCH_IO_RING_H
+
+#include <stdint.h> /* NOLINT(modernize-deprecated-headers): a C header */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Version of this layout; IoLoop and the device header check it. */
+#define SVMBATCH_IO_RING_VERSION 1
+
+/* Request flags. */
+#define SVMBATCH_IO_READ 0u /* the only operation so far */
+
+/*
+ * One request slot, 64 bytes (a cache line; the GPU writes it whole).
+ * @seq: the slot protocol above; written by producer and pump only.
+ * @file: index from IoLoop::add_file().
+ * @buffer: the caller buffer of the loop's registration to read into.
+ * @file_offset, @length: what to read.
+ * @buffer_offset: where in the buffer.
+ * @tag: the producer's, untouched.
+ */
+struct svmbatch_io_request {
+	uint64_t seq;
+	uint32_t file;
+	uint32_t buffer;
+	uint64_t file_offset;
+	uint64_t length;
+	uint64_t buffer_offset;
+	uint64_t tag;
+	uint32_t flags;
+	uint32_t reserved[3];
+};
+
+/*
+ * One completion slot, 32 bytes.
+ * @seq: the slot protocol above.
+ * @status: 0, or a negative errno: -EINVAL (no such buffer, or the range
+ *	reaches past it), -EACCES (a read-only buffer), -EBADF (no such
+ *	file, or a closed one), -ENODATA (the file ended first; bytes says how
+ *	much was read), -ECANCELED (the loop stopped before the read ran), or
+ *	the read's own errno (-EIO).
+ * @bytes: bytes read into the buffer.
+ */
+struct svmbatch_io_completion {
+	uint64_t seq;
+	int32_t status;
+	uint32_t reserved;
+	uint64_t bytes;
+	uint64_t tag;
+};
+
+/*
+ * The ring's header, at the start of the ring memory.
+ * @version: SVMBATCH_IO_RING_VERSION.
+ * @slots: number of request slots = completion slots, a power of two.
+ * @closed: non-zero once the loop stops taking requests: a producer
+ *	checks it before claiming and gives up (-ESHUTDOWN).  What was
+ *	claimed still gets published: the stopping pump completes it with
+ *	-ECANCELED.
+ * @stopped: non-zero once the pump has ended: a producer still waiting for
+ *	a slot or a completion gives up (-ESHUTDOWN).
+ * @host_tail: the ticket counter of CPU producers (GPU producers keep
+ *	theirs in device memory: one ring has one kind of producer).
+ */
+struct svmbatch_io_ring_header {
+	uint32_t version;
+	uint32_t slots;
+	uint32_t closed;
+	uint32_t stopped;
+	uint64_t host_tail;
+	uint64_t pad[5];
+};
+
+/*
+ * What a producer needs: where the slots are, in its own address space
+ * (device pointers for a GPU, host pointers for a CPU).
+ */
+struct svmbatch_io_queue {
+	struct svmbatch_io_ring_header *header;
+	struct svmbatch_io_request *requests;
+	struct svmbatch_io_completion *completions;
+	uint32_t mask; /* slots - 1 */
+	uint32_t reserved;
+};
+
+/*
+ * What a GPU kernel gets (<svmbatch/gpu_io/device.cuh>): the ring, in device
+ * pointers, and the ticket counter, in device memory (one atomic add per
+ * warp; in host memory it would cost a PCIe round trip per ticket).
+ * @max_poll_ns: the longest a waiting warp sleeps between two polls of
+ *	host memory (the back-off doubles up to it): longer costs latency,
+ *	shorter costs PCIe reads that the data needs.
+ */
+struct svmbatch_gpu_queue {
+	struct svmbatch_io_queue ring;
+	unsigned long long *tail;
+	uint32_t max_poll_ns;
+	uint32_t reserved;
+};
+
+/*
+ * The protocol's steps, written once for every side: the library's CPU
+ * producer and pump, and the CUDA/HIP device header.  Each side supplies
+ * only its own atomics (acquire loads and release stores of seq) and,
+ * on a GPU, the system fence before a publish.
+ */
+#if defined(__CUDACC__) || defined(__HIPCC__)
+#define SVMBATCH_IO_STEP static inline __host__ __device__
+#else
+#define SVMBATCH_IO_STEP static inline
+#endif
+
+/* Step 1: ticket t's request and completion slots. */
+SVMBATCH_IO_STEP struct svmbatch_io_request *
+svmbatch_io_request_slot(const struct svmbatch_io_queue *q, uint64_t t)
+{
+	return &q->requests[t & q->mask];
+}
+
+SVMBATCH_IO_STEP struct svmbatch_io_completion *
+svmbatch_io_completion_slot(const struct svmbatch_io_queue *q, uint64_t t)
+{
+	return &q->completions[t & q->mask];
+}
+
+/* Steps 2 and 5: the seq of a slot that ticket t may write. */
+SVMBATCH_IO_STEP uint64_t svmbatch_io_seq_free(uint64_t t)
+{
+	return t;
+}
+
+/* Steps 3 and 5: the seq that publishes ticket t's request or completion. */
+SVMBATCH_IO_STEP uint64_t svmbatch_io_seq_published(uint64_t t)
+{
+	return t + 1;
+}
+
+/* Steps 4 and 6: the seq that hands ticket t's slot to ticket t + slots. */
+SVMBATCH_IO_STEP uint64_t svmbatch_io_seq_next_lap(uint32_t mask, uint64_t t)
+{
+	return t + (uint64_t)mask + 1;
+}
+
+/* Step 3: a read request's fields, written before seq publishes them. */
+SVMBATCH_IO_STEP void svmbatch_io_fill_read(struct svmbatch_io_request *slot, uint32_t file,
+					    uint64_t file_offset, uint64_t length, uint32_t buffer,
+					    uint64_t buffer_offset, uint64_t tag)
+{
+	slot->file = file;
+	slot->buffer = buffer;
+	slot->file_offset = file_offset;
+	slot->length = length;
+	slot->buffer_offset = buffer_offset;
+	slot->tag = tag;
+	slot->flags = SVMBATCH_IO_READ;
+}
+
+#undef SVMBATCH_IO_STEP
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
