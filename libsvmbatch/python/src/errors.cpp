@@ -4,10 +4,10 @@
 // driver's status; ArenaFull becomes svmbatch.ArenaFullError.
 #include <exception>
 
+#include <svmbatch/arena.hpp>
 #include <svmbatch/error.hpp>
 
 #include "bindings.hpp"
-#include "errors.hpp"
 
 namespace svmbatch::python {
 
@@ -32,6 +32,10 @@ void bind_errors(py::module_ &m)
 			try {
 				if (p)
 					std::rethrow_exception(p);
+			} catch (const ArenaFull &e) {
+				raise_from("arena_full",
+					   py::make_tuple(e.what(), e.requested(), e.free_bytes(),
+							  e.largest_free()));
 			} catch (const Error &e) {
 				py::object index = py::none();
 				if (e.buffer_index() != Error::no_index)
@@ -39,10 +43,6 @@ void bind_errors(py::module_ &m)
 				raise_from("from_library",
 					   py::make_tuple(e.err(), step_name(e.step()), e.what(),
 							  index, e.driver_status()));
-			} catch (const ArenaFull &e) {
-				raise_from("arena_full",
-					   py::make_tuple(e.what(), e.requested, e.free_bytes,
-							  e.largest_free));
 			}
 		});
 }
