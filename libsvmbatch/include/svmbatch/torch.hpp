@@ -8,7 +8,6 @@
 #include <cstddef>
 #include <optional>
 #include <string>
-#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -19,6 +18,7 @@
 #include <svmbatch/error.hpp>
 #include <svmbatch/gpu/backend.hpp>
 #include <svmbatch/registration.hpp>
+#include <svmbatch/storage_spans.hpp>
 
 namespace svmbatch::torch {
 
@@ -76,11 +76,8 @@ inline Error about_tensor(const Error &e, const std::vector<std::size_t> &owner)
 inline PinnedTensors pin(Context &context, std::vector<at::Tensor> tensors,
 			 GpuBackend *backend = nullptr)
 {
-	PinnedTensors out;
-	std::vector<Buffer> buffers;
-	std::vector<std::size_t> owner; // per buffer, the first tensor of its storage
-	std::unordered_map<const void *, std::size_t> index_of;
-
+	std::vector<StorageSpan> storages;
+	storages.reserve(tensors.size());
 	for (std::size_t i = 0; i < tensors.size(); i++) {
 		const at::Tensor &t = tensors[i];
 		if (!t.defined() || !t.device().is_cpu() || t.layout() != at::kStrided)
@@ -89,20 +86,14 @@ inline PinnedTensors pin(Context &context, std::vector<at::Tensor> tensors,
 					    ": only defined, strided CPU tensors can be pinned",
 				    i);
 		const at::Storage &s = t.storage();
-		void *ptr = s.data_ptr().get();
-		if (s.nbytes() == 0 || ptr == nullptr) {
-			out.buffer_of_.push_back(Error::no_index);
-			continue;
-		}
-		auto [it, added] = index_of.try_emplace(ptr, buffers.size());
-		if (added) {
-			buffers.push_back({ptr, s.nbytes()});
-			owner.push_back(i);
-		} else if (buffers[it->second].len < s.nbytes()) {
-			buffers[it->second].len = s.nbytes();
-		}
-		out.buffer_of_.push_back(it->second);
+		storages.push_back({s.data_ptr().get(), s.nbytes()});
 	}
+	// Each storage once: the walk svmbatch.torch uses too.
+	StorageBuffers walk = storage_buffers(storages);
+	PinnedTensors out;
+	out.buffer_of_ = std::move(walk.buffer_of);
+	const std::vector<Buffer> &buffers = walk.buffers;
+	const std::vector<std::size_t> &owner = walk.owner;
 	try {
 		out.registration_.emplace(context.register_buffers(buffers));
 		if (backend != nullptr)

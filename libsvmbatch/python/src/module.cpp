@@ -9,4 +9,5 @@ PYBIND11_MODULE(_svmbatch, m)
 	svmbatch::python::bind_gpu(m);
 	svmbatch::python::bind_io(m);
 	svmbatch::python::bind_arena(m);
+	svmbatch::python::bind_storage(m);
 }

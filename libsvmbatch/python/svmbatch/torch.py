@@ -117,24 +117,16 @@ class Pinned:
 def _register_tensors(tensors, context, read_only=False):
     """One registration of the tensors' storages (each storage once).
     Returns (registration, storage index per tensor or None, storage spans)."""
-    spans, index_of, owner, which = [], {}, [], []
+    storages = []
     for i, t in enumerate(tensors):
         if not isinstance(t, _torch.Tensor):
             raise TypeError(f"tensor {i}: a {type(t).__name__}, not a torch.Tensor")
         if t.device.type != "cpu" or t.layout != _torch.strided:
             raise ValueError(f"tensor {i}: {t.device.type} {t.layout}: only strided CPU "
                              "tensors can be pinned")
-        addr, nbytes = _storage_span(t)
-        if nbytes == 0:
-            which.append(None)
-            continue
-        if addr not in index_of:
-            index_of[addr] = len(spans)
-            spans.append((addr, nbytes, read_only))
-            owner.append(i)
-        elif spans[index_of[addr]][1] < nbytes:
-            spans[index_of[addr]] = (addr, nbytes, read_only)
-        which.append(index_of[addr])
+        storages.append(_storage_span(t))
+    # Each storage once (the library's walk, as <svmbatch/torch.hpp>'s).
+    spans, owner, which = _svmbatch.storage_buffers(storages, read_only)
     try:
         registration = (context or default_context()).register(spans)
     except Error as e:
