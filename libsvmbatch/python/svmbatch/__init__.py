@@ -16,6 +16,7 @@ entry points: pin(), Arena and load_safetensors().
 """
 
 from ._errors import ArenaFullError, Error, error_class
+from ._errors import io_error as _io_error
 from ._svmbatch import (
     Arena,
     BufferSharing,
@@ -53,8 +54,7 @@ def check(results, what="I/O"):
     """Raise svmbatch.Error for the first failed IoResult of results."""
     for i, r in enumerate(results):
         if r.err:
-            raise error_class(r.err)(r.err, f"{what}: request {i}: only {r.bytes} bytes",
-                                     "io", i, 0)
+            raise _io_error(r.err, f"{what}: request {i}: only {r.bytes} bytes", i)
     return results
 
 
@@ -62,6 +62,6 @@ __all__ = [
     "Arena", "ArenaFullError", "BufferSharing", "Context", "CudaBackend", "CudaMemory",
     "DmaBuf", "Error", "GpuAddressKind", "GpuBackend", "GpuMapping", "Info", "IoBatch",
     "IoRequest", "IoResult", "Mode", "Parallelism", "Reader", "RegisteredBuffer",
-    "Registration", "SyncMode", "Writer", "built_backends", "check", "map", "mode_name",
-    "process_pinned_bytes", "read_module_stats",
+    "Registration", "SyncMode", "Writer", "built_backends", "check", "error_class", "map",
+    "mode_name", "process_pinned_bytes", "read_module_stats",
 ]

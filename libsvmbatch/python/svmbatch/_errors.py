@@ -81,6 +81,12 @@ def from_library(err, step, message, buffer_index, driver_status):
     return error_class(err)(err, text, step, buffer_index, driver_status)
 
 
+def io_error(err, message, index=None):
+    """The svmbatch.Error of a failed read or write (step "io"): message,
+    then the errno's text."""
+    return error_class(err)(err, f"{message}: {os.strerror(err)}", "io", index, 0)
+
+
 def arena_full(message, requested, free, largest_free):
     """Called by the extension when an Arena cannot carve a block."""
     return ArenaFullError(message, requested, free, largest_free)

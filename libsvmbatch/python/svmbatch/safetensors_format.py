@@ -10,10 +10,13 @@ Everything a hostile file can get wrong is a :class:`FormatError` (a
 ValueError) naming the file and what is wrong with it.
 """
 
-import json
-import os
-import struct
-from dataclasses import dataclass
+import json as _json
+import os as _os
+import struct as _struct
+from dataclasses import dataclass as _dataclass
+
+__all__ = ["ITEM_BYTES", "MAX_HEADER_BYTES", "Entry", "FormatError", "Header", "encode_header",
+           "read_header"]
 
 #: Largest header accepted (the safetensors package's own limit).
 MAX_HEADER_BYTES = 100 << 20
@@ -31,7 +34,7 @@ class FormatError(ValueError):
     """A file that is not valid safetensors."""
 
 
-@dataclass(frozen=True)
+@_dataclass(frozen=True)
 class Entry:
     """One tensor of the file: [begin, end) of the data section."""
 
@@ -46,7 +49,7 @@ class Entry:
         return self.end - self.begin
 
 
-@dataclass(frozen=True)
+@_dataclass(frozen=True)
 class Header:
     """A parsed, validated header: entries sorted by offset."""
 
@@ -57,7 +60,7 @@ class Header:
 
 
 def _pread_exact(fd, n, offset, path):
-    out = os.pread(fd, n, offset)
+    out = _os.pread(fd, n, offset)
     if len(out) != n:
         raise FormatError(f"{path}: truncated: {len(out)} of {n} bytes at offset {offset}")
     return out
@@ -99,10 +102,10 @@ def _entry(path, name, spec):
 
 def read_header(fd, path="<fd>"):
     """Parse and validate the header of the safetensors file open at fd."""
-    size = os.fstat(fd).st_size
+    size = _os.fstat(fd).st_size
     if size < 8:
         raise FormatError(f"{path}: truncated: {size} bytes, no 8-byte header length")
-    (n,) = struct.unpack("<Q", _pread_exact(fd, 8, 0, path))
+    (n,) = _struct.unpack("<Q", _pread_exact(fd, 8, 0, path))
     if n > MAX_HEADER_BYTES:
         raise FormatError(f"{path}: header of {n} bytes is over the {MAX_HEADER_BYTES} limit")
     if 8 + n > size:
@@ -114,7 +117,7 @@ def read_header(fd, path="<fd>"):
     except UnicodeDecodeError as e:
         raise FormatError(f"{path}: header is not UTF-8: {e}") from None
     try:
-        doc = json.loads(text, object_pairs_hook=_no_duplicates)
+        doc = _json.loads(text, object_pairs_hook=_no_duplicates)
     except FormatError as e:
         raise FormatError(f"{path}: header: {e}") from None
     except ValueError as e:
@@ -162,6 +165,6 @@ def encode_header(entries, metadata=None):
         doc[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [at, at + nbytes]}
         spans.append((name, at, at + nbytes))
         at += nbytes
-    text = json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+    text = _json.dumps(doc, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
     text += b" " * (-len(text) % 8)
-    return struct.pack("<Q", len(text)) + text, spans
+    return _struct.pack("<Q", len(text)) + text, spans

@@ -1,0 +1,204 @@
+# SPDX-License-Identifier: MIT
+"""load_safetensors: a safetensors file read with READ_FIXED on several
+cores, for CUDA through a ring of registered staging memory whose copies
+to the GPU overlap the reads, for the CPU straight into the tensors."""
+
+import os as _os
+import threading as _threading
+from collections import deque as _deque
+
+import torch as _torch
+
+from . import _svmbatch
+from ._errors import io_error
+from ._torch_common import bytes_of, cuda_backend, torch_dtype
+from .arena import Arena
+from .pinning import _register_tensors
+from .safetensors_format import read_header
+
+__all__ = ["load_safetensors", "release_staging"]
+
+
+def _check_read(results, names, path):
+    for r, name in zip(results, names):
+        if r.err:
+            raise io_error(r.err, f"{path}: reading tensor {name!r} after {r.bytes} bytes")
+
+
+def _load_cpu(fd, header, outputs, path, threads, context):
+    """Read straight into the output tensors, registered for the read."""
+    entries = [e for e in header.entries if e.nbytes]
+    if not entries:
+        return
+    tensors = [outputs[e.name] for e in entries]
+    registration, which, spans, _ = _register_tensors(tensors, context)
+    with registration, _svmbatch.Reader(registration, threads=threads) as reader:
+        requests = [(fd, header.data_start + e.begin, e.nbytes, k, t.data_ptr() - spans[k][0])
+                    for e, t, k in zip(entries, tensors, which)]
+        _check_read(reader.read(requests), [e.name for e in entries], path)
+
+
+class _Staging:
+    """The staging ring of _load_staged: registered (CUDA-mapped) memory
+    and a Reader over it, kept for the next load (a sharded checkpoint is
+    several files) until release_staging()."""
+
+    def __init__(self, key, nbytes, context, cuda, threads):
+        self.key = key
+        self.arena = Arena(nbytes, context=context, cuda=cuda)
+        self.tensor = self.arena.empty((nbytes,), _torch.uint8)
+        self.offset = self.tensor.data_ptr() - self.arena.base_address
+        self.reader = _svmbatch.Reader(self.arena.registration, threads=threads)
+
+    def close(self):
+        self.reader.close()
+        self.arena.close()
+        self.tensor = None
+
+
+_staging = None
+_staging_lock = _threading.Lock()
+
+
+def release_staging():
+    """Free the staging ring that load_safetensors keeps between loads."""
+    global _staging
+    with _staging_lock:
+        if _staging is not None:
+            _staging.close()
+            _staging = None
+
+
+def _staging_for(key, nbytes, context, cuda, threads):
+    """The cached ring if it fits key (the caller holds _staging_lock)."""
+    global _staging
+    if _staging is None or _staging.key != key:
+        if _staging is not None:
+            _staging.close()
+            _staging = None
+        _staging = _Staging(key, nbytes, context, cuda, threads)
+    return _staging
+
+
+def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chunk_bytes, cuda):
+    """Read into a ring of registered (and CUDA-mapped) staging slots on
+    several cores; copy each slot to the tensors it covers (on the CUDA
+    stream) as soon as its read completes, and read into it again once its
+    copies are done.  groups batches are in flight at once.  cuda=False
+    copies to CPU tensors the same way (the tests of the ring's logic)."""
+    chunk_bytes = max(1 << 20, chunk_bytes // 4096 * 4096)
+    slots = max(2, staging_bytes // chunk_bytes)
+    groups = 4 if slots >= 8 else 2
+    per_group = slots // groups
+    slots = per_group * groups
+    if cuda:
+        backend, reason = cuda_backend()
+        if backend is None:
+            raise RuntimeError(f"{path}: device cuda: {reason}")
+    stream = _torch.cuda.current_stream() if cuda else None
+    flat = {e.name: bytes_of(outputs[e.name]) for e in header.entries if e.nbytes}
+    order = [e for e in header.entries if e.nbytes]
+    key = (slots * chunk_bytes, cuda, _torch.cuda.current_device() if cuda else -1, threads,
+           id(context))
+    # One load at a time uses the cached ring; a concurrent one gets its own.
+    shared = _staging_lock.acquire(blocking=False)
+    try:
+        ring = _staging_for(key, slots * chunk_bytes, context, cuda, threads) if shared else \
+            _Staging(key, slots * chunk_bytes, context, cuda, threads)
+    except BaseException:
+        if shared:
+            _staging_lock.release()
+        raise
+    staging, base, reader = ring.tensor, ring.offset, ring.reader
+    pending = _deque()
+    try:
+        # The data section in chunks: (file offset, length).
+        chunks = [(off, min(chunk_bytes, header.data_bytes - off))
+                  for off in range(0, header.data_bytes, chunk_bytes)]
+        events = [None] * groups
+        t_index = 0  # first tensor that may overlap the next chunk
+
+        def copy_out(group, first, batch):
+            nonlocal t_index
+            results = batch.wait()
+            for j, r in enumerate(results):
+                if r.err:
+                    raise io_error(r.err, f"{path}: reading data bytes at {chunks[first + j][0]}")
+            for j in range(len(results)):
+                c_off, c_len = chunks[first + j]
+                slot = staging[(group * per_group + j) * chunk_bytes:][:c_len]
+                while t_index < len(order) and order[t_index].end <= c_off:
+                    t_index += 1
+                k = t_index
+                while k < len(order) and order[k].begin < c_off + c_len:
+                    e = order[k]
+                    a = max(e.begin, c_off)
+                    b = min(e.end, c_off + c_len)
+                    flat[e.name][a - e.begin:b - e.begin].copy_(
+                        slot[a - c_off:b - c_off], non_blocking=True)
+                    k += 1
+            if cuda:
+                events[group] = _torch.cuda.Event()
+                events[group].record(stream)
+
+        for n, first in enumerate(range(0, len(chunks), per_group)):
+            group = n % groups
+            if len(pending) == groups:
+                copy_out(*pending.popleft())
+            if events[group] is not None:
+                events[group].synchronize()  # its slots' copies are done
+            requests = [(fd, header.data_start + chunks[first + j][0],
+                         chunks[first + j][1], 0,
+                         base + (group * per_group + j) * chunk_bytes)
+                        for j in range(min(per_group, len(chunks) - first))]
+            pending.append((group, first, reader.start(requests)))
+        while pending:
+            copy_out(*pending.popleft())
+    finally:
+        # Every batch waited for or cancelled before the ring is reused.
+        for _, _, batch in pending:
+            batch.cancel()
+            batch.wait()
+        if cuda:
+            stream.synchronize()  # no copy from the ring still in flight
+        if shared:
+            _staging_lock.release()
+        else:
+            ring.close()
+
+
+def load_safetensors(path, device="cuda", dtype=None, *, threads=0, context=None,
+                     staging_bytes=256 << 20, chunk_bytes=8 << 20, staged=None):
+    """Load a safetensors file: a dict name -> tensor on device, equal to
+    safetensors.torch.load_file(path, device).  The file is parsed here
+    (hostile files raise ValueError), read with READ_FIXED on several
+    cores (threads: 0 = the CPUs, at most 16); for CUDA through a ring of
+    staging_bytes of registered, CUDA-mapped staging buffers whose H2D
+    copies overlap the reads; for the CPU straight into the tensors.
+    dtype converts the floating-point tensors after loading.  staged=True
+    loads CPU tensors through the staging ring too (staged=None: for CUDA
+    only)."""
+    device = _torch.device(device)
+    if device.type == "cuda" and device.index is None:
+        device = _torch.device("cuda", _torch.cuda.current_device())
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device {device}: cpu or cuda")
+    fd = _os.open(path, _os.O_RDONLY | _os.O_CLOEXEC)
+    try:
+        header = read_header(fd, path)
+        outputs = {e.name: _torch.empty(e.shape, dtype=torch_dtype(e, path), device=device)
+                   for e in header.entries}
+        if device.type == "cuda":
+            with _torch.cuda.device(device):
+                _load_staged(fd, header, outputs, path, threads, context, staging_bytes,
+                             chunk_bytes, cuda=True)
+        elif staged:
+            _load_staged(fd, header, outputs, path, threads, context, staging_bytes,
+                         chunk_bytes, cuda=False)
+        else:
+            _load_cpu(fd, header, outputs, path, threads, context)
+    finally:
+        _os.close(fd)
+    if dtype is not None:
+        outputs = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in outputs.items()}
+    return outputs

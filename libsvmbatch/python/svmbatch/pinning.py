@@ -1,0 +1,89 @@
+# SPDX-License-Identifier: MIT
+"""Pin tensors in one call: one registration of their storages (each
+storage once), CUDA-mapped in one call where CUDA is present."""
+
+import torch as _torch
+
+from . import _svmbatch
+from ._errors import Error
+from ._torch_common import default_context, renamed, resolve_cuda, storage_span
+
+__all__ = ["Pinned", "pin"]
+
+
+class Pinned:
+    """Tensors whose storages are registered (and CUDA-mapped) as one set.
+
+    The tensors are kept alive while pinned.  close() (or leaving the
+    ``with`` block) unmaps and unregisters; the tensors stay valid, no
+    longer pinned."""
+
+    def __init__(self, tensors, registration, mapping, cuda_reason):
+        self.tensors = tensors
+        self.registration = registration
+        self.mapping = mapping
+        self.cuda_reason = cuda_reason
+
+    @property
+    def cuda(self):
+        """Mapped for CUDA (t.is_pinned() is True, copies are asynchronous)."""
+        return self.mapping is not None and not self.mapping.closed
+
+    @property
+    def ranges(self):
+        """How many page ranges the storages merged into."""
+        return len(self.registration.ranges)
+
+    def close(self):
+        if self.mapping is not None:
+            self.mapping.close()
+        self.registration.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def _register_tensors(tensors, context, read_only=False):
+    """One registration of the tensors' storages (each storage once).
+    Returns (registration, storage index per tensor or None, storage spans)."""
+    storages = []
+    for i, t in enumerate(tensors):
+        if not isinstance(t, _torch.Tensor):
+            raise TypeError(f"tensor {i}: a {type(t).__name__}, not a torch.Tensor")
+        if t.device.type != "cpu" or t.layout != _torch.strided:
+            raise ValueError(f"tensor {i}: {t.device.type} {t.layout}: only strided CPU "
+                             "tensors can be pinned")
+        storages.append(storage_span(t))
+    # Each storage once (the library's walk, as <svmbatch/torch.hpp>'s).
+    spans, owner, which = _svmbatch.storage_buffers(storages, read_only)
+    try:
+        registration = (context or default_context()).register(spans)
+    except Error as e:
+        if e.buffer_index is None:
+            raise
+        raise renamed(e, owner[e.buffer_index], "tensor") from e
+    return registration, which, spans, owner
+
+
+def pin(tensors, *, context=None, cuda=None):
+    """Pin the storages of tensors (CPU tensors) in one registration,
+    mapped for CUDA in one call where CUDA is present (cuda=None: if
+    present; True: required; False: not).  All or nothing: an error names
+    the tensor (its buffer_index)."""
+    tensors = tuple(tensors.values() if isinstance(tensors, dict) else tensors)
+    backend, reason = resolve_cuda(cuda)
+    registration, _, _, owner = _register_tensors(tensors, context)
+    mapping = None
+    if backend is not None:
+        try:
+            mapping = _svmbatch.map(registration, backend)
+        except Error as e:
+            registration.close()
+            if e.buffer_index is None:
+                raise
+            raise renamed(e, owner[e.buffer_index], "tensor") from e
+        reason = None
+    return Pinned(tensors, registration, mapping, reason)

@@ -1,0 +1,60 @@
+# SPDX-License-Identifier: MIT
+"""save_safetensors: tensors written as a safetensors file with
+WRITE_FIXED from their registered memory on several cores."""
+
+import os as _os
+
+import torch as _torch
+
+from . import _svmbatch
+from ._errors import io_error
+from ._torch_common import TORCH_TO_ST, default_context
+from .safetensors_format import encode_header
+
+__all__ = ["save_safetensors"]
+
+
+def save_safetensors(tensors, path, metadata=None, *, fsync=False, threads=0, context=None):
+    """Write tensors (a dict name -> tensor) as a safetensors file that the
+    safetensors package reads, with WRITE_FIXED from the registered tensors
+    on several cores.  The file appears at path complete (written to a
+    temporary name, then renamed); fsync makes it durable first."""
+    if not isinstance(tensors, dict):
+        raise TypeError("tensors must be a dict of name -> tensor")
+    cpu = {}
+    for name in sorted(tensors):
+        t = tensors[name]
+        if not isinstance(name, str) or not isinstance(t, _torch.Tensor):
+            raise TypeError(f"{name!r}: expected str -> torch.Tensor")
+        if t.dtype not in TORCH_TO_ST:
+            raise ValueError(f"{name!r}: dtype {t.dtype} has no safetensors name")
+        cpu[name] = t.detach().to("cpu").contiguous()
+    names = list(cpu)
+    head, spans = encode_header([(n, TORCH_TO_ST[cpu[n].dtype], tuple(cpu[n].shape),
+                                  cpu[n].numel() * cpu[n].element_size()) for n in names],
+                                metadata)
+    head = bytearray(head)
+    data = [(n, begin, end) for n, begin, end in spans if end > begin]
+    buffers = [head] + [(cpu[n].data_ptr(), end - begin, True) for n, begin, end in data]
+    tmp = f"{path}.tmp-{_os.getpid()}"
+    fd = _os.open(tmp, _os.O_WRONLY | _os.O_CREAT | _os.O_TRUNC | _os.O_CLOEXEC, 0o644)
+    try:
+        with (context or default_context()).register(buffers) as registration, \
+                _svmbatch.Writer(registration, threads=threads,
+                                 sync=_svmbatch.SyncMode.Fsync if fsync
+                                 else _svmbatch.SyncMode.None_) as writer:
+            requests = [(fd, 0, len(head), 0)]
+            requests += [(fd, len(head) + begin, end - begin, i + 1)
+                         for i, (_, begin, end) in enumerate(data)]
+            for i, r in enumerate(writer.write(requests)):
+                if r.err:
+                    what = "the header" if i == 0 else f"tensor {data[i - 1][0]!r}"
+                    raise io_error(r.err, f"{tmp}: writing {what}")
+        _os.close(fd)
+        fd = -1
+        _os.replace(tmp, path)
+    except BaseException:
+        if fd >= 0:
+            _os.close(fd)
+        _os.unlink(tmp)
+        raise

@@ -1,0 +1,46 @@
+# SPDX-License-Identifier: MIT
+"""The package's public namespace: one module per job, each with __all__
+naming what it exports and nothing of the standard library besides."""
+import importlib
+
+import pytest
+
+# torch is required (make check: Debian's python3-torch): an import
+# failure is a collection error, never a skip.
+import torch  # noqa: F401
+
+PUBLIC = {
+    "svmbatch.pinning": {"Pinned", "pin"},
+    "svmbatch.arena": {"Arena"},
+    "svmbatch.loading": {"load_safetensors", "release_staging"},
+    "svmbatch.saving": {"save_safetensors"},
+    "svmbatch.safetensors_format": {"Entry", "FormatError", "Header", "ITEM_BYTES",
+                                    "MAX_HEADER_BYTES", "encode_header", "read_header"},
+    "svmbatch.torch": {"Arena", "Pinned", "cuda_backend", "default_context",
+                       "load_safetensors", "pin", "release_staging", "save_safetensors"},
+}
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_module_exports_its_all_and_no_standard_modules(name):
+    module = importlib.import_module(name)
+    assert set(module.__all__) == PUBLIC[name]
+    for attr in module.__all__:
+        assert hasattr(module, attr), f"{name}.{attr} is in __all__ but missing"
+    public = {a for a in vars(module) if not a.startswith("_")}
+    for leaked in ("os", "threading", "json", "struct", "deque", "dataclass", "torch"):
+        assert leaked not in public - PUBLIC[name], f"{name} exposes {leaked}"
+
+
+def test_svmbatch_torch_reexports_the_job_modules():
+    import svmbatch.arena
+    import svmbatch.loading
+    import svmbatch.pinning
+    import svmbatch.saving
+    import svmbatch.torch as sbt
+
+    assert sbt.pin is svmbatch.pinning.pin
+    assert sbt.Arena is svmbatch.arena.Arena
+    assert sbt.load_safetensors is svmbatch.loading.load_safetensors
+    assert sbt.release_staging is svmbatch.loading.release_staging
+    assert sbt.save_safetensors is svmbatch.saving.save_safetensors
