@@ -65,6 +65,15 @@ enum class BufferSharing {
 };
 
 /// Options of a Reader or a Writer.
+/// What a Writer's batch does once all its writes completed.
+enum class SyncMode {
+	None,
+	/// fdatasync() each file written to (in the order first named).
+	Fdatasync,
+	/// fsync() each file written to.
+	Fsync,
+};
+
 struct IoOptions {
 	/// Requests in flight at most per ring (also capped by the caller's
 	/// ring's SQ size for the caller's ring).

@@ -9,14 +9,11 @@
 #include <svmbatch/api.h>
 #include <svmbatch/fixed_buffers.hpp>
 #include <svmbatch/io.hpp>
+#include <svmbatch/parallel_io.hpp>
 
 struct io_uring;
 
 namespace svmbatch {
-
-namespace detail {
-class IoEngine;
-}
 
 /// Read length bytes of fd at file_offset into caller buffer `buffer` at
 /// buffer_offset.
@@ -44,31 +41,15 @@ using ReaderOptions = IoOptions;
 /// by anyone else while a batch runs.  The Reader
 /// must be destroyed before the FixedBuffers and the ring; its destructor
 /// cancels and waits for a batch still in flight.
-class SVMBATCH_API Reader {
+class SVMBATCH_API Reader : public detail::ParallelIo {
 public:
 	Reader(::io_uring &ring, const FixedBuffers &fixed, const ReaderOptions &options = {});
-	Reader(Reader &&) noexcept;
-	Reader &operator=(Reader &&) noexcept;
-	Reader(const Reader &) = delete;
-	Reader &operator=(const Reader &) = delete;
-	~Reader();
 
-	/// Validate every request, then start reading them in the background.
-	IoBatch start(std::span<const ReadRequest> requests);
 	/// start(requests).wait(): one result per request, in request order.
-	std::vector<ReadResult> read(std::span<const ReadRequest> requests);
-
-	/// Reads submitted by the last batch that completed (pieces and
-	/// continuations).
-	std::size_t submitted() const noexcept;
-	/// Threads (or io-wq workers) this Reader copies with.
-	unsigned threads() const noexcept;
-	/// The parallelism in use (never Auto).
-	Parallelism parallelism() const noexcept;
-	BufferSharing buffer_sharing() const noexcept;
-
-private:
-	std::unique_ptr<detail::IoEngine> engine_;
+	std::vector<ReadResult> read(std::span<const ReadRequest> requests)
+	{
+		return run(requests);
+	}
 };
 
 } // namespace svmbatch

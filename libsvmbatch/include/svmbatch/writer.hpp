@@ -9,28 +9,16 @@
 #include <svmbatch/api.h>
 #include <svmbatch/fixed_buffers.hpp>
 #include <svmbatch/io.hpp>
+#include <svmbatch/parallel_io.hpp>
 
 struct io_uring;
 
 namespace svmbatch {
 
-namespace detail {
-class IoEngine;
-}
-
 /// Write length bytes of caller buffer `buffer` at buffer_offset into fd
 /// at file_offset.
 using WriteRequest = IoRequest;
 using WriteResult = IoResult;
-
-/// What a Writer's batch does once all its writes completed.
-enum class SyncMode {
-	None,
-	/// fdatasync() each file written to (in the order first named).
-	Fdatasync,
-	/// fsync() each file written to.
-	Fsync,
-};
 
 struct WriterOptions : IoOptions {
 	SyncMode sync = SyncMode::None;
@@ -44,28 +32,15 @@ struct WriterOptions : IoOptions {
 /// file that had none (its data may not be durable).  io-wq, and most
 /// filesystems' inode lock, serialise buffered writes to one file: writes
 /// spread over several files scale better than one.
-class SVMBATCH_API Writer {
+class SVMBATCH_API Writer : public detail::ParallelIo {
 public:
 	Writer(::io_uring &ring, const FixedBuffers &fixed, const WriterOptions &options = {});
-	Writer(Writer &&) noexcept;
-	Writer &operator=(Writer &&) noexcept;
-	Writer(const Writer &) = delete;
-	Writer &operator=(const Writer &) = delete;
-	~Writer();
 
-	/// Validate every request, then start writing them in the background.
-	IoBatch start(std::span<const WriteRequest> requests);
 	/// start(requests).wait(): one result per request, in request order.
-	std::vector<WriteResult> write(std::span<const WriteRequest> requests);
-
-	/// Writes submitted by the last batch that completed.
-	std::size_t submitted() const noexcept;
-	unsigned threads() const noexcept;
-	Parallelism parallelism() const noexcept;
-	BufferSharing buffer_sharing() const noexcept;
-
-private:
-	std::unique_ptr<detail::IoEngine> engine_;
+	std::vector<WriteResult> write(std::span<const WriteRequest> requests)
+	{
+		return run(requests);
+	}
 };
 
 } // namespace svmbatch

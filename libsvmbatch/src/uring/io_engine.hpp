@@ -12,7 +12,6 @@
 
 #include <svmbatch/fixed_buffers.hpp>
 #include <svmbatch/io.hpp>
-#include <svmbatch/writer.hpp>
 
 #include "uring/io_setup.hpp"
 

@@ -5,7 +5,7 @@
 
 #include <vector>
 
-#include <svmbatch/writer.hpp>
+#include <svmbatch/io.hpp>
 
 struct io_uring;
 
