@@ -194,7 +194,11 @@ py::tuple range_tuple(std::uintptr_t addr, std::size_t len, Access access)
 
 } // namespace
 
-void bind_core(py::module_ &m)
+namespace {
+
+using PyRegistrationClass = py::class_<PyRegistration, std::shared_ptr<PyRegistration>>;
+
+void bind_context(py::module_ &m)
 {
 	py::enum_<Mode>(m, "Mode", "Kernel: svmbatch.ko pins; Userspace: no module; Auto: either")
 		.value("Auto", Mode::Auto)
@@ -219,7 +223,10 @@ void bind_core(py::module_ &m)
 		.def("register", &register_buffers, py::arg("buffers"),
 		     "Register every buffer in one step (all or none): (address, length"
 		     "[, read_only]) tuples, buffer-protocol objects, DLPack producers");
+}
 
+void bind_dmabuf(py::module_ &m)
+{
 	py::class_<DmaBuf, std::shared_ptr<DmaBuf>>(m, "DmaBuf")
 		.def("fileno", &DmaBuf::fd)
 		.def_property_readonly("fd", &DmaBuf::fd)
@@ -229,7 +236,10 @@ void bind_core(py::module_ &m)
 		.def_property_readonly("closed", [](const DmaBuf &d) { return !d; })
 		.def("__enter__", [](py::object self) { return self; })
 		.def("__exit__", [](DmaBuf &d, const py::args &) { d = DmaBuf(); });
+}
 
+void bind_registered_buffer(py::module_ &m)
+{
 	py::class_<RegisteredBuffer>(m, "RegisteredBuffer", py::buffer_protocol())
 		.def_property_readonly("index", [](const RegisteredBuffer &b) { return b.index; })
 		.def_property_readonly("address",
@@ -261,10 +271,12 @@ void bind_core(py::module_ &m)
 					std::make_unique<PyObjectOwner>(b.registration));
 			},
 			"a 1-D uint8 DLPack tensor of the buffer (host memory)");
+}
 
-	py::class_<PyRegistration, std::shared_ptr<PyRegistration>>(m, "Registration")
-		.def_property_readonly("mode",
-				       [](const PyRegistration &r) { return r.get().mode(); })
+// What the registration is: its buffers, ranges and pages.
+void bind_registration_layout(PyRegistrationClass &c)
+{
+	c.def_property_readonly("mode", [](const PyRegistration &r) { return r.get().mode(); })
 		.def_property_readonly("handle",
 				       [](const PyRegistration &r) { return r.get().handle(); })
 		.def("__len__", [](const PyRegistration &r) { return r.get().buffers().size(); })
@@ -293,21 +305,25 @@ void bind_core(py::module_ &m)
 		     })
 		.def_property_readonly("pages",
 				       [](const PyRegistration &r) { return r.get().pages(); })
-		.def_property_readonly("pinned_pages",
-				       [](const PyRegistration &r) {
-					       return r.get().pinned_pages();
-				       })
-		.def("query",
-		     [](const PyRegistration &r) {
-			     RegistrationStats s = r.get().query();
-			     py::dict d;
-			     d["pages"] = s.pages;
-			     d["segments"] = s.segments;
-			     d["folios"] = s.folios;
-			     d["meta_bytes"] = s.meta_bytes;
-			     d["stale"] = s.stale;
-			     return d;
-		     })
+		.def_property_readonly("pinned_pages", [](const PyRegistration &r) {
+			return r.get().pinned_pages();
+		});
+}
+
+// What it does: QUERY, dma-buf export, views of its buffers, closing.
+void bind_registration_use(PyRegistrationClass &c)
+{
+	c.def("query",
+	      [](const PyRegistration &r) {
+		      RegistrationStats s = r.get().query();
+		      py::dict d;
+		      d["pages"] = s.pages;
+		      d["segments"] = s.segments;
+		      d["folios"] = s.folios;
+		      d["meta_bytes"] = s.meta_bytes;
+		      d["stale"] = s.stale;
+		      return d;
+	      })
 		.def_property_readonly("stale",
 				       [](const PyRegistration &r) { return r.get().stale(); })
 		.def(
@@ -329,12 +345,28 @@ void bind_core(py::module_ &m)
 		.def_property_readonly("closed", &PyRegistration::closed)
 		.def("__enter__", [](py::object self) { return self; })
 		.def("__exit__", [](PyRegistration &r, const py::args &) { r.close(); });
+}
 
+void bind_diagnostics(py::module_ &m)
+{
 	m.def("mode_name", [](Mode mode) { return std::string(mode_name(mode)); });
 	m.def("process_pinned_bytes", &process_pinned_bytes, "this process's VmPin in bytes");
 	m.def("read_module_stats", &read_module_stats,
 	      py::arg("debugfs_dir") = "/sys/kernel/debug/svmbatch",
 	      "the module's counters (debugfs; root)");
+}
+
+} // namespace
+
+void bind_core(py::module_ &m)
+{
+	bind_context(m);
+	bind_dmabuf(m);
+	bind_registered_buffer(m);
+	PyRegistrationClass registration(m, "Registration");
+	bind_registration_layout(registration);
+	bind_registration_use(registration);
+	bind_diagnostics(m);
 }
 
 } // namespace svmbatch::python

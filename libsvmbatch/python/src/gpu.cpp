@@ -40,6 +40,42 @@ std::shared_ptr<PyGpuMapping> map_registration(py::object registration, GpuBacke
 
 } // namespace
 
+namespace {
+
+#if SVMBATCH_HAS_CUDA
+void bind_cuda(py::module_ &m)
+{
+	py::enum_<CudaMemory>(m, "CudaMemory")
+		.value("Unknown", CudaMemory::Unknown)
+		.value("Host", CudaMemory::Host)
+		.value("Managed", CudaMemory::Managed)
+		.value("Device", CudaMemory::Device);
+
+	py::class_<CudaBackend, GpuBackend, std::shared_ptr<CudaBackend>>(m, "CudaBackend")
+		.def(py::init([](int device, const std::string &library) {
+			     CudaOptions options;
+			     options.device = device;
+			     options.library = library;
+			     py::gil_scoped_release nogil;
+			     return std::make_shared<CudaBackend>(options);
+		     }),
+		     py::arg("device") = 0, py::arg("library") = "libcuda.so.1",
+		     "NVIDIA GPUs through the CUDA driver, loaded at run time; "
+		     "svmbatch.Error(ENODEV) without a driver or a device")
+		.def_property_readonly("device", &CudaBackend::device)
+		.def_property_readonly("device_name", &CudaBackend::device_name)
+		.def_property_readonly("unified_addressing", &CudaBackend::unified_addressing)
+		.def_property_readonly("read_only_register_supported",
+				       &CudaBackend::read_only_register_supported)
+		.def("classify", [](const CudaBackend &b, std::uintptr_t address) {
+			// NOLINTNEXTLINE(performance-no-int-to-ptr): the caller's address
+			return b.classify(reinterpret_cast<const void *>(address));
+		});
+}
+#endif
+
+} // namespace
+
 void bind_gpu(py::module_ &m)
 {
 	m.def("built_backends", &built_backends, "the GPU backends this build has");
@@ -73,34 +109,8 @@ void bind_gpu(py::module_ &m)
 
 	m.def("map", &map_registration, py::arg("registration"), py::arg("backend"),
 	      "make the registration's buffers GPU-accessible through backend (all or none)");
-
 #if SVMBATCH_HAS_CUDA
-	py::enum_<CudaMemory>(m, "CudaMemory")
-		.value("Unknown", CudaMemory::Unknown)
-		.value("Host", CudaMemory::Host)
-		.value("Managed", CudaMemory::Managed)
-		.value("Device", CudaMemory::Device);
-
-	py::class_<CudaBackend, GpuBackend, std::shared_ptr<CudaBackend>>(m, "CudaBackend")
-		.def(py::init([](int device, const std::string &library) {
-			     CudaOptions options;
-			     options.device = device;
-			     options.library = library;
-			     py::gil_scoped_release nogil;
-			     return std::make_shared<CudaBackend>(options);
-		     }),
-		     py::arg("device") = 0, py::arg("library") = "libcuda.so.1",
-		     "NVIDIA GPUs through the CUDA driver, loaded at run time; "
-		     "svmbatch.Error(ENODEV) without a driver or a device")
-		.def_property_readonly("device", &CudaBackend::device)
-		.def_property_readonly("device_name", &CudaBackend::device_name)
-		.def_property_readonly("unified_addressing", &CudaBackend::unified_addressing)
-		.def_property_readonly("read_only_register_supported",
-				       &CudaBackend::read_only_register_supported)
-		.def("classify", [](const CudaBackend &b, std::uintptr_t address) {
-			// NOLINTNEXTLINE(performance-no-int-to-ptr): the caller's address
-			return b.classify(reinterpret_cast<const void *>(address));
-		});
+	bind_cuda(m);
 #endif
 }
 

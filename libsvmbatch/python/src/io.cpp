@@ -190,7 +190,9 @@ unsigned ring_entries(const py::kwargs &kw)
 
 } // namespace
 
-void bind_io(py::module_ &m)
+namespace {
+
+void bind_io_options(py::module_ &m)
 {
 	py::enum_<Parallelism>(m, "Parallelism")
 		.value("Auto", Parallelism::Auto)
@@ -204,7 +206,11 @@ void bind_io(py::module_ &m)
 		.value("None_", SyncMode::None)
 		.value("Fdatasync", SyncMode::Fdatasync)
 		.value("Fsync", SyncMode::Fsync);
+}
 
+// A request, its result, and a batch of them in flight.
+void bind_io_requests(py::module_ &m)
+{
 	py::class_<IoRequest>(m, "IoRequest")
 		.def(py::init([](int fd, std::uint64_t file_offset, std::size_t length,
 				 std::size_t buffer, std::size_t buffer_offset) {
@@ -248,7 +254,10 @@ void bind_io(py::module_ &m)
 				     b.batch->cancel();
 		     })
 		.def("done", [](const PyBatch &b) { return !b.batch || b.batch->done(); });
+}
 
+void bind_reader(py::module_ &m)
+{
 	py::class_<PyReader, std::shared_ptr<PyReader>> reader(m, "Reader");
 	reader.def(py::init([](py::object registration, const py::kwargs &kw) {
 			   ReaderOptions o;
@@ -263,7 +272,10 @@ void bind_io(py::module_ &m)
 		.def("read", &run_now<PyReader>, py::arg("requests"),
 		     "(fd, file_offset, length, buffer[, buffer_offset]) each; one IoResult each");
 	bind_engine_common(reader);
+}
 
+void bind_writer(py::module_ &m)
+{
 	py::class_<PyWriter, std::shared_ptr<PyWriter>> writer(m, "Writer");
 	writer.def(py::init([](py::object registration, const py::kwargs &kw) {
 			   WriterOptions o;
@@ -279,6 +291,16 @@ void bind_io(py::module_ &m)
 		.def("write", &run_now<PyWriter>, py::arg("requests"),
 		     "(fd, file_offset, length, buffer[, buffer_offset]) each; one IoResult each");
 	bind_engine_common(writer);
+}
+
+} // namespace
+
+void bind_io(py::module_ &m)
+{
+	bind_io_options(m);
+	bind_io_requests(m);
+	bind_reader(m);
+	bind_writer(m);
 }
 
 } // namespace svmbatch::python
