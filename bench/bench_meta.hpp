@@ -15,33 +15,9 @@
 #include <string_view>
 #include <thread>
 
+#include "json_string.hpp"
+
 namespace svmbatch::bench_meta {
-
-/// s as the inside of a JSON string.
-inline std::string escape(std::string_view s)
-{
-	std::string out;
-
-	for (char c : s) {
-		if (c == '"' || c == '\\') {
-			out += '\\';
-			out += c;
-		} else if (static_cast<unsigned char>(c) < 0x20) {
-			char buf[8];
-			std::snprintf(buf, sizeof(buf), "\\u%04x", static_cast<unsigned>(c));
-			out += buf;
-		} else {
-			out += c;
-		}
-	}
-	return out;
-}
-
-/// "s", quoted and escaped.
-inline std::string quote(std::string_view s)
-{
-	return "\"" + escape(s) + "\"";
-}
 
 /// The time now, UTC, as 2026-11-25T21:00:00Z.
 inline std::string utc_now()
@@ -77,14 +53,14 @@ inline std::string header(std::string_view benchmark, std::string_view commit, s
 	struct utsname u {};
 	::uname(&u);
 	std::string s;
-	s += "\"benchmark\": " + quote(benchmark) + ",\n";
-	s += "  \"commit\": " + quote(commit) + ",\n";
-	s += "  \"date\": " + quote(utc_now()) + ",\n";
-	s += R"(  "machine": {"gpu": )" + quote(gpu) +
+	s += "\"benchmark\": " + json::quote(benchmark) + ",\n";
+	s += "  \"commit\": " + json::quote(commit) + ",\n";
+	s += "  \"date\": " + json::quote(utc_now()) + ",\n";
+	s += R"(  "machine": {"gpu": )" + json::quote(gpu) +
 	     ", \"cpus\": " + std::to_string(std::thread::hardware_concurrency()) +
 	     ", \"memory_kB\": " + std::to_string(mem_total_kb()) +
-	     ", \"kernel\": " + quote(u.release) + "},\n";
-	s += "  \"mode\": " + quote(mode) + ",\n";
+	     ", \"kernel\": " + json::quote(u.release) + "},\n";
+	s += "  \"mode\": " + json::quote(mode) + ",\n";
 	s += "  \"method\": " + method_json;
 	return s;
 }

@@ -42,20 +42,16 @@
 #include <svmbatch/all.hpp>
 
 #include "bench_meta.hpp"
+#include "cuda_memory.hpp"
 #include "bench_stats.hpp"
 
 namespace {
 
+using svmbatch::bench::check;
 using svmbatch::bench_stats::median;
 using svmbatch::bench_stats::time_us;
 
 const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-
-void check(cudaError_t e, const char *what)
-{
-	if (e != cudaSuccess)
-		throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e));
-}
 
 /// Anonymous memory, populated (with transparent huge pages if thp),
 /// unmapped on destruction.

@@ -48,11 +48,14 @@
 #include <svmbatch/all.hpp>
 
 #include "bench_meta.hpp"
+#include "cuda_memory.hpp"
 #include "gpu_io_kernels.hpp"
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using svmbatch::bench::check;
+using svmbatch::bench::DeviceBuffer;
 
 /// The pump's options (--io-threads, --max-batch, --spin-us), the GPU's
 /// longest sleep between polls (--poll-ns), and the machine (--machine).
@@ -63,12 +66,6 @@ struct Tuning {
 	std::string commit = "unknown";
 };
 using svmbatch::device::io_pattern;
-
-void check(cudaError_t e, const char *what)
-{
-	if (e != cudaSuccess)
-		throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
-}
 
 double median(std::vector<double> v)
 {
@@ -146,26 +143,6 @@ int make_file(const std::string &dir, std::uint64_t len)
 		t.join();
 	return fd;
 }
-
-/// Device memory, freed on destruction.
-class DeviceBuffer {
-public:
-	explicit DeviceBuffer(std::size_t len)
-	{
-		void *p = nullptr;
-		check(cudaMalloc(&p, len), "cudaMalloc");
-		p_ = static_cast<char *>(p);
-	}
-	DeviceBuffer(const DeviceBuffer &) = delete;
-	DeviceBuffer &operator=(const DeviceBuffer &) = delete;
-	DeviceBuffer(DeviceBuffer &&) = delete;
-	DeviceBuffer &operator=(DeviceBuffer &&) = delete;
-	~DeviceBuffer() { cudaFree(p_); }
-	char *get() const noexcept { return p_; }
-
-private:
-	char *p_ = nullptr;
-};
 
 struct Measured {
 	std::vector<double> gbps, rps;
@@ -422,9 +399,9 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		    "\"p50_us_4KiB\": %s, \"p99_us_4KiB\": %s, \"p50_us_4KiB_full_load\": %s, "
 		    "\"p99_us_4KiB_full_load\": %s, \"in_flight_at_full_load\": %u, "
 		    "\"errors\": %llu}\n}\n",
-		    header.c_str(), svmbatch::bench_meta::quote(tune.machine).c_str(), blocks,
-		    warps, svmbatch::bench_meta::quote(dir).c_str(), reps, tune.max_poll_ns,
-		    rows.c_str(), median(loop1m.gbps), median(host1m.gbps),
+		    header.c_str(), svmbatch::json::quote(tune.machine).c_str(), blocks, warps,
+		    svmbatch::json::quote(dir).c_str(), reps, tune.max_poll_ns, rows.c_str(),
+		    median(loop1m.gbps), median(host1m.gbps),
 		    median(loop1m.gbps) / median(host1m.gbps), median(loop4k.rps),
 		    median(host4k.rps), median(loop4k.gbps) / median(host4k.gbps),
 		    number_or_null(one.p50_us).c_str(), number_or_null(one.p99_us).c_str(),

@@ -55,11 +55,14 @@
 #include <svmbatch/all.hpp>
 
 #include "bench_meta.hpp"
+#include "cuda_memory.hpp"
 #include "bench_stats.hpp"
 #include "gpu_checksum.hpp"
 
 namespace {
 
+using svmbatch::bench::check;
+using svmbatch::bench::DeviceBuffer;
 using svmbatch::bench_stats::median;
 using svmbatch::bench_stats::time_us;
 
@@ -68,12 +71,6 @@ constexpr std::size_t check_chunk = MiB; ///< granularity of the checksums
 constexpr unsigned baseline_threads = 16;
 constexpr std::size_t groups = 8; ///< buffer groups in the pipelines
 constexpr unsigned streams = 4;
-
-void check(cudaError_t e, const char *what)
-{
-	if (e != cudaSuccess)
-		throw std::runtime_error(std::string(what) + ": " + cudaGetErrorName(e));
-}
 
 [[noreturn]] void fail_errno(int err, const std::string &what)
 {
@@ -221,24 +218,6 @@ std::vector<std::uint64_t> expected_sums(std::size_t len)
 	});
 	return sums;
 }
-
-/// Device memory, freed on destruction.
-class DeviceBuffer {
-public:
-	explicit DeviceBuffer(std::size_t len)
-	{
-		void *p = nullptr;
-		check(cudaMalloc(&p, len), "cudaMalloc");
-		p_.reset(static_cast<char *>(p));
-	}
-	char *get() const { return p_.get(); }
-
-private:
-	struct Free {
-		void operator()(char *p) const { cudaFree(p); }
-	};
-	std::unique_ptr<char, Free> p_;
-};
 
 /// How many check_chunks of dev differ from the expected sums.
 std::size_t count_bad_device_chunks(const DeviceBuffer &dev, const std::vector<std::uint64_t> &want,
@@ -890,10 +869,10 @@ int run(const Args &a)
 		    "  \"verification_failures\": %d,\n"
 		    "  \"thread_cpu\": %s,\n"
 		    "  \"configurations\": [%s\n  ]\n}\n",
-		    header.c_str(), len, svmbatch::bench_meta::quote(a.dir).c_str(),
-		    svmbatch::bench_meta::quote(a.direct_dir).c_str(), a.reps, rd, pprd,
-		    ratio(rd, pprd), wr, ppwr, ratio(wr, ppwr), ro, prd, ratio(ro, prd), pwr, h2d,
-		    d2h, b.failures, b.profile.empty() ? "{}" : b.profile.c_str(), rows.c_str());
+		    header.c_str(), len, svmbatch::json::quote(a.dir).c_str(),
+		    svmbatch::json::quote(a.direct_dir).c_str(), a.reps, rd, pprd, ratio(rd, pprd),
+		    wr, ppwr, ratio(wr, ppwr), ro, prd, ratio(ro, prd), pwr, h2d, d2h, b.failures,
+		    b.profile.empty() ? "{}" : b.profile.c_str(), rows.c_str());
 	return b.failures ? 1 : 0;
 }
 

@@ -26,7 +26,7 @@
 
 #include "bench_stats.hpp"
 #include "cli.hpp"
-#include "json.hpp"
+#include "json_string.hpp"
 
 namespace svmbatch::cli {
 
@@ -149,10 +149,10 @@ void write_results(const std::vector<Point> &points, const Context &ctx, const u
 {
 	std::ofstream json(base + ".json");
 	json << R"({"what": "svmbatch bench: 4 KiB ranges, one registration of N vs N of one", )"
-	     << "\"mode\": " << json_string(mode_name(ctx.mode()))
-	     << ", \"reason\": " << json_string(ctx.info().reason)
-	     << ", \"kernel\": " << json_string(u.release)
-	     << ", \"machine\": " << json_string(u.machine) << ", \"points\": [";
+	     << "\"mode\": " << json::quote(mode_name(ctx.mode()))
+	     << ", \"reason\": " << json::quote(ctx.info().reason)
+	     << ", \"kernel\": " << json::quote(u.release)
+	     << ", \"machine\": " << json::quote(u.machine) << ", \"points\": [";
 	std::ofstream dat(base + ".dat");
 	std::printf("%8s %14s %14s %8s\n", "N", "batch us/range", "single us/range", "ratio");
 	for (std::size_t i = 0; i < points.size(); i++) {

@@ -10,7 +10,7 @@
 #include <svmbatch/all.hpp>
 
 #include "cli.hpp"
-#include "json.hpp"
+#include "json_string.hpp"
 
 namespace svmbatch::cli {
 
@@ -43,7 +43,7 @@ std::string json_list(const std::vector<std::string> &names)
 	std::string list;
 
 	for (const auto &n : names)
-		list += (list.empty() ? "" : ", ") + json_string(n);
+		list += (list.empty() ? "" : ", ") + json::quote(n);
 	return list;
 }
 
@@ -78,10 +78,10 @@ RdmaListing rdma_listing()
 	std::string json;
 	for (const RdmaDeviceInfo &d : devs) {
 		json += (json.empty() ? "" : ", ") + std::string("{\"name\": ") +
-			json_string(d.name) +
+			json::quote(d.name) +
 			", \"max_mr_size\": " + std::to_string(d.max_mr_size) +
 			", \"dmabuf_mr\": " + (d.dmabuf_mr ? "true" : "false") +
-			", \"error\": " + json_string(d.error) + "}";
+			", \"error\": " + json::quote(d.error) + "}";
 		out.text += (out.text.empty() ? "" : "; ") + d.name +
 			    (d.error.empty() ? std::string(" (dma-buf memory regions: ") +
 						       (d.dmabuf_mr ? "yes" : "no") + ")" :
@@ -114,11 +114,11 @@ int info(const Paths &paths, bool json)
 			"\"max_ranges\": %u, \"max_registrations\": %u, \"max_range_bytes\": %llu, "
 			"\"mode\": %s, \"reason\": %s, \"gpu_backends\": [%s], "
 			"\"rdma_devices\": %s}\n",
-			loaded ? "true" : "false", json_string(paths.device).c_str(), i.abi_version,
+			loaded ? "true" : "false", json::quote(paths.device).c_str(), i.abi_version,
 			SVMBATCH_ABI_VERSION, i.page_size, json_list(features).c_str(),
 			i.max_ranges, i.max_registrations,
 			static_cast<unsigned long long>(i.max_range_bytes),
-			json_string(mode_name(i.mode)).c_str(), json_string(i.reason).c_str(),
+			json::quote(mode_name(i.mode)).c_str(), json::quote(i.reason).c_str(),
 			json_list(backends).c_str(), rdma.json.c_str());
 		return exit_ok;
 	}

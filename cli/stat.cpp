@@ -16,7 +16,7 @@
 #include <svmbatch/error.hpp>
 
 #include "cli.hpp"
-#include "json.hpp"
+#include "json_string.hpp"
 
 namespace svmbatch::cli {
 
@@ -90,14 +90,14 @@ void print_json(const Counters &g, const Processes &procs, unsigned long long pa
 	std::string out = "{\"global\": {";
 	bool first = true;
 	for (const auto &[k, v] : g) {
-		out += (first ? "" : ", ") + json_string(k) + ": " + std::to_string(v);
+		out += (first ? "" : ", ") + json::quote(k) + ": " + std::to_string(v);
 		first = false;
 	}
 	out += "}, \"page_size\": " + std::to_string(page) + ", \"processes\": [";
 	first = true;
 	for (const auto &[pid, p] : procs) {
 		out += std::string(first ? "" : ", ") + "{\"pid\": " + std::to_string(pid) +
-		       ", \"command\": " + json_string(p.command) +
+		       ", \"command\": " + json::quote(p.command) +
 		       ", \"files\": " + std::to_string(p.files) +
 		       ", \"registrations\": " + std::to_string(p.registrations) +
 		       ", \"pinned_bytes\": " + std::to_string(p.pinned_pages * page) +
