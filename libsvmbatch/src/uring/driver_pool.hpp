@@ -15,6 +15,11 @@ namespace svmbatch::detail {
 /// Work for some of a pool's rings (a batch: IoRun).
 class DriverJob {
 public:
+	DriverJob() = default;
+	DriverJob(const DriverJob &) = delete;
+	DriverJob &operator=(const DriverJob &) = delete;
+	DriverJob(DriverJob &&) = delete;
+	DriverJob &operator=(DriverJob &&) = delete;
 	virtual ~DriverJob() = default;
 	/// How many rings, the first ones, drive this job.
 	virtual unsigned rings() const noexcept = 0;
