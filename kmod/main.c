@@ -2,12 +2,15 @@
 /*
  * svmbatch: pin many scattered user ranges in one transactional ioctl.
  *
- * This file owns the misc device, the module parameters and the ioctl
- * table.  Each command's handler, svmbatch_cmd_<command>(), lives with the
- * object it works on: GET_INFO in context.c, REGISTER, UNREGISTER and
- * QUERY in reg.c, EXPORT_DMABUF in dmabuf.c.  Size checking and
+ * This file owns the misc device and the ioctl table, and only
+ * dispatches: it calls into the other files, and none of them calls or
+ * uses anything defined here.  Each command's handler,
+ * svmbatch_cmd_<command>(), lives with the object it works on: GET_INFO
+ * in context.c, REGISTER, UNREGISTER and QUERY in reg.c, EXPORT_DMABUF in
+ * dmabuf.c; a handler answers through ucmd.c.  Size checking and
  * copy_struct_from_user() are done once here, so each handler only sees a
- * fully read command struct.
+ * fully read command struct.  The module parameters and the limits they
+ * set are in limits.c.
  */
 #include <linux/fs.h>
 #include <linux/miscdevice.h>
@@ -17,80 +20,6 @@
 #include <linux/uaccess.h>
 
 #include "svmbatch_priv.h"
-
-struct svmbatch_limits svmbatch_limits = {
-	.max_ranges = 16384,
-	.max_registrations = 65536,
-	.max_range_bytes = 64ULL << 30,
-};
-
-/*
- * Upper bounds of the parameters.  The range tables of a REGISTER are sized
- * by max_ranges (24 bytes a range at most: the overlap check), so they
- * stay far below kvmalloc()'s INT_MAX limit, beyond which it WARNs.  The
- * tables are also sorted twice with the kernel's sort(), which never
- * reschedules: 2^16 ranges keep that short even on a slow (emulated,
- * KASAN) machine, where 2^20 tripped the soft-lockup watchdog.
- */
-#define SVMBATCH_MAX_RANGES_LIMIT	 BIT(16)
-#define SVMBATCH_MAX_REGISTRATIONS_LIMIT BIT(20)
-#define SVMBATCH_MAX_RANGE_BYTES_LIMIT	 BIT_ULL(40)
-
-static int svmbatch_param_set_max_ranges(const char *val,
-					 const struct kernel_param *kp)
-{
-	return param_set_uint_minmax(val, kp, 1, SVMBATCH_MAX_RANGES_LIMIT);
-}
-
-static int svmbatch_param_set_max_registrations(const char *val,
-						const struct kernel_param *kp)
-{
-	return param_set_uint_minmax(val, kp, 1,
-				     SVMBATCH_MAX_REGISTRATIONS_LIMIT);
-}
-
-static int svmbatch_param_set_max_range_bytes(const char *val,
-					      const struct kernel_param *kp)
-{
-	u64 bytes;
-	int ret;
-
-	ret = kstrtoull(val, 0, &bytes);
-	if (ret)
-		return ret;
-	if (bytes < PAGE_SIZE || bytes > SVMBATCH_MAX_RANGE_BYTES_LIMIT)
-		return -EINVAL;
-	WRITE_ONCE(*(u64 *)kp->arg, bytes);
-	return 0;
-}
-
-static const struct kernel_param_ops svmbatch_max_ranges_ops = {
-	.set = svmbatch_param_set_max_ranges,
-	.get = param_get_uint,
-};
-
-static const struct kernel_param_ops svmbatch_max_registrations_ops = {
-	.set = svmbatch_param_set_max_registrations,
-	.get = param_get_uint,
-};
-
-static const struct kernel_param_ops svmbatch_max_range_bytes_ops = {
-	.set = svmbatch_param_set_max_range_bytes,
-	.get = param_get_ullong,
-};
-
-module_param_cb(max_ranges, &svmbatch_max_ranges_ops,
-		&svmbatch_limits.max_ranges, 0644);
-MODULE_PARM_DESC(max_ranges,
-		 "Most ranges in one REGISTER, 1..65536 (default 16384)");
-module_param_cb(max_registrations, &svmbatch_max_registrations_ops,
-		&svmbatch_limits.max_registrations, 0644);
-MODULE_PARM_DESC(max_registrations,
-		 "Most live registrations per file, 1..1048576 (default 65536)");
-module_param_cb(max_range_bytes, &svmbatch_max_range_bytes_ops,
-		&svmbatch_limits.max_range_bytes, 0644);
-MODULE_PARM_DESC(max_range_bytes,
-		 "Longest range in bytes, PAGE_SIZE..1 TiB (default 64 GiB)");
 
 /* Largest command struct; the table below checks each one fits. */
 union svmbatch_ucmd_buffer {
@@ -137,25 +66,6 @@ static const struct svmbatch_ioctl_op svmbatch_ioctl_ops[] = {
 	IOCTL_OP(EXPORT_DMABUF, svmbatch_cmd_export_dmabuf,
 		 struct svmbatch_export_dmabuf, fd, false),
 };
-
-/**
- * svmbatch_ucmd_respond() - copy a command struct back to user space
- * @ucmd: the command in flight
- *
- * Copies at most the size the caller declared, so a caller with an older,
- * smaller struct never has memory beyond it overwritten.
- *
- * Return: 0 or -EFAULT.
- */
-int svmbatch_ucmd_respond(struct svmbatch_ucmd *ucmd)
-{
-	if (svmbatch_should_fail(-EFAULT))
-		return -EFAULT;
-	if (copy_to_user(ucmd->ubuffer, ucmd->cmd,
-			 min_t(size_t, ucmd->user_size, ucmd->cmd_size)))
-		return -EFAULT;
-	return 0;
-}
 
 /* Read the command struct in and run the command. */
 static int svmbatch_ioctl_run(struct svmbatch_ctx *ctx,

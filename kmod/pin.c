@@ -15,7 +15,7 @@
  *
  * Allocations sized by the caller stay below what kvmalloc() accepts
  * (INT_MAX bytes; more is a WARN): the run array is capped here, the range
- * tables by the max_ranges bound (main.c).
+ * tables by the max_ranges bound (limits.c).
  */
 #include <linux/capability.h>
 #include <linux/mm.h>

@@ -21,15 +21,6 @@ struct dentry;
 struct eventfd_ctx;
 struct folio;
 
-/* Limits, set by module parameters and reported by GET_INFO. */
-struct svmbatch_limits {
-	u32 max_ranges;
-	u32 max_registrations;
-	u64 max_range_bytes;
-};
-
-extern struct svmbatch_limits svmbatch_limits;
-
 /**
  * struct svmbatch_ctx - state of one open file of /dev/svmbatch
  * @mm: the opener's mm; every command must come from it (mmgrab'd)
@@ -146,7 +137,16 @@ struct svmbatch_ucmd {
 	size_t cmd_size;
 };
 
-/* main.c: the device and the ioctl table */
+/* limits.c: limits, set by module parameters and reported by GET_INFO */
+struct svmbatch_limits {
+	u32 max_ranges;
+	u32 max_registrations;
+	u64 max_range_bytes;
+};
+
+extern struct svmbatch_limits svmbatch_limits;
+
+/* ucmd.c: the command in flight */
 int svmbatch_ucmd_respond(struct svmbatch_ucmd *ucmd);
 
 /* context.c: the per-file context and its handle table; GET_INFO */
