@@ -32,7 +32,12 @@ inline std::string escape(std::string_view s)
 /// "s", quoted and escaped.
 inline std::string quote(std::string_view s)
 {
-	return "\"" + escape(s) + "\"";
+	/* Appended, not "\"" + ...: GCC 12 -O2 warns falsely (-Wrestrict) on
+	 * operator+(const char *, std::string &&). */
+	std::string out(1, '"');
+	out += escape(s);
+	out += '"';
+	return out;
 }
 
 } // namespace svmbatch::json
