@@ -7,6 +7,7 @@
 #include <svmbatch/error.hpp>
 
 #include "shim/dynamic_library.hpp"
+#include "shim/runtime_status.hpp"
 
 namespace svmbatch::detail {
 
@@ -30,40 +31,36 @@ LibCuda::LibCuda(std::string lib_name) : library(std::move(lib_name))
 		    Symbol(get_error_name, "cuGetErrorName"));
 }
 
+namespace {
+
+/// The CUresults that an errno says better than EIO.
+constexpr StatusErrno cuda_errnos[] = {
+	{cu::error_invalid_value, EINVAL},
+	{cu::error_out_of_memory, ENOMEM},
+	{cu::error_host_memory_already_registered, EEXIST},
+	{cu::error_host_memory_not_registered, ENOENT},
+	{cu::error_not_permitted, EPERM},
+	{cu::error_not_supported, EOPNOTSUPP},
+	{cu::error_no_device, ENODEV},
+	{cu::error_invalid_device, ENODEV},
+	{cu::error_stub_library, ENODEV},
+	{cu::error_not_initialized, ENODEV},
+};
+
+} // namespace
+
 std::string LibCuda::error_name(cu::Result r) const
 {
 	const char *name = nullptr;
 
-	if (get_error_name(r, &name) != cu::success || !name)
-		name = "CUDA_ERROR_UNKNOWN";
-	return std::string(name) + " (" + std::to_string(r) + ")";
+	if (get_error_name(r, &name) != cu::success)
+		name = nullptr;
+	return status_name(name, "CUDA_ERROR_UNKNOWN", r);
 }
 
 int cuda_errno(cu::Result r)
 {
-	switch (r) {
-	case cu::success:
-		return 0;
-	case cu::error_invalid_value:
-		return EINVAL;
-	case cu::error_out_of_memory:
-		return ENOMEM;
-	case cu::error_host_memory_already_registered:
-		return EEXIST;
-	case cu::error_host_memory_not_registered:
-		return ENOENT;
-	case cu::error_not_permitted:
-		return EPERM;
-	case cu::error_not_supported:
-		return EOPNOTSUPP;
-	case cu::error_no_device:
-	case cu::error_invalid_device:
-	case cu::error_stub_library:
-	case cu::error_not_initialized:
-		return ENODEV;
-	default:
-		return EIO;
-	}
+	return status_errno(r, cuda_errnos);
 }
 
 CudaContext::CudaContext(std::shared_ptr<const LibCuda> driver, int ordinal)

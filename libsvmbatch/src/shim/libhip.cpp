@@ -8,6 +8,7 @@
 #include <svmbatch/error.hpp>
 
 #include "shim/dynamic_library.hpp"
+#include "shim/runtime_status.hpp"
 
 namespace svmbatch::detail {
 
@@ -16,6 +17,19 @@ namespace {
 /// The newest runtime first: a program built with an older hipcc still
 /// runs on a newer ROCm's library, and only these entry points are used.
 constexpr const char *runtimes[] = {"libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"};
+
+/// The hipError_ts that an errno says better than EIO.
+constexpr StatusErrno hip_errnos[] = {
+	{hip::error_invalid_value, EINVAL},
+	{hip::error_out_of_memory, ENOMEM},
+	{hip::error_host_memory_already_registered, EEXIST},
+	{hip::error_host_memory_not_registered, ENOENT},
+	{hip::error_not_supported, EOPNOTSUPP},
+	{hip::error_no_device, ENODEV},
+	{hip::error_invalid_device, ENODEV},
+	{hip::error_insufficient_driver, ENODEV},
+	{hip::error_not_initialized, ENODEV},
+};
 
 std::unique_ptr<DynamicLibrary> load(const std::string &library, std::string &loaded)
 {
@@ -58,34 +72,12 @@ LibHip::LibHip(const std::string &name)
 
 std::string LibHip::error_name(hip::Error e) const
 {
-	const char *name = get_error_name(e);
-
-	return std::string(name ? name : "hipErrorUnknown") + " (" + std::to_string(e) + ")";
+	return status_name(get_error_name(e), "hipErrorUnknown", e);
 }
 
 int hip_errno(hip::Error e)
 {
-	switch (e) {
-	case hip::success:
-		return 0;
-	case hip::error_invalid_value:
-		return EINVAL;
-	case hip::error_out_of_memory:
-		return ENOMEM;
-	case hip::error_host_memory_already_registered:
-		return EEXIST;
-	case hip::error_host_memory_not_registered:
-		return ENOENT;
-	case hip::error_not_supported:
-		return EOPNOTSUPP;
-	case hip::error_no_device:
-	case hip::error_invalid_device:
-	case hip::error_insufficient_driver:
-	case hip::error_not_initialized:
-		return ENODEV;
-	default:
-		return EIO;
-	}
+	return status_errno(e, hip_errnos);
 }
 
 HipDeviceScope::HipDeviceScope(const LibHip &hip, int device) : hip_(hip)
