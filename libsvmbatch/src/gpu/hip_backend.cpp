@@ -1,102 +1,28 @@
 // SPDX-License-Identifier: MIT
-// HipBackend: hipHostRegister per merged range, all or nothing.
+// HipBackend: the host-register skeleton over the HIP runtime, which
+// first gates every call on a device and refuses unwritable memory.
 #include <svmbatch/error.hpp>
 #include <svmbatch/gpu/hip_backend.hpp>
 #include <svmbatch/registration.hpp>
 
 #include <cerrno>
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "core/vma_check.hpp"
-#include "gpu/host_register_plan.hpp"
+#include "gpu/host_register_map.hpp"
 #include "shim/libhip.hpp"
 
 namespace svmbatch {
 
-using detail::classify_ranges;
-using detail::covered_spans;
-using detail::first_buffer_known;
 using detail::hip_errno;
 using detail::HipDeviceScope;
 using detail::LibHip;
 namespace hip = detail::hip;
 
 namespace {
-
-/// The ranges map() registered, unregistered when the mapping ends.
-class HipHostRegistration final : public GpuMappingOwner {
-public:
-	HipHostRegistration(std::shared_ptr<const LibHip> hip, int device)
-		: hip_(std::move(hip)), device_(device)
-	{}
-	HipHostRegistration(const HipHostRegistration &) = delete;
-	HipHostRegistration &operator=(const HipHostRegistration &) = delete;
-	HipHostRegistration(HipHostRegistration &&) = delete;
-	HipHostRegistration &operator=(HipHostRegistration &&) = delete;
-	~HipHostRegistration() override { unregister_all(); }
-
-	void add(void *addr) { registered_.push_back(addr); }
-
-	/// Newest first, with the mapping's device current.
-	void unregister_all() noexcept
-	{
-		if (registered_.empty())
-			return;
-		try {
-			HipDeviceScope current(*hip_, device_);
-			while (!registered_.empty()) {
-				hip_->host_unregister(registered_.back());
-				registered_.pop_back();
-			}
-		} catch (const Error &) {
-			// The device cannot be made current: the runtime is
-			// going away (process exit), and the registrations with it.
-		}
-	}
-
-private:
-	std::shared_ptr<const LibHip> hip_;
-	int device_;
-	std::vector<void *> registered_;
-};
-
-HipMemory classify_with(const LibHip &h, const void *ptr)
-{
-	hip::PointerAttributes attr{};
-
-	// ROCm 5 fails for memory it does not know (hipErrorInvalidValue);
-	// ROCm 6 succeeds and says Unregistered.
-	if (h.pointer_get_attributes(&attr, ptr) != hip::success)
-		return HipMemory::Unknown;
-	if (attr.is_managed)
-		return HipMemory::Managed;
-	switch (hip::memory_type(attr.type, h.runtime_version)) {
-	case hip::MemoryType::Unregistered:
-		return HipMemory::Unknown;
-	case hip::MemoryType::Host:
-		return HipMemory::Host;
-	case hip::MemoryType::Managed:
-		return HipMemory::Managed;
-	default:
-		return HipMemory::Device;
-	}
-}
-
-const char *memory_name(HipMemory m)
-{
-	switch (m) {
-	case HipMemory::Unknown:
-		return "plain host memory";
-	case HipMemory::Host:
-		return "HIP host memory (hipHostMalloc or already registered)";
-	case HipMemory::Managed:
-		return "HIP managed memory";
-	case HipMemory::Device:
-		return "HIP device memory";
-	}
-	return "?";
-}
 
 /// ROCm pins registered memory for writing (KFD's userptr BOs are never
 /// read-only), so a read-only range in a mapping without write permission
@@ -136,91 +62,73 @@ void refuse_unwritable(const Registration &registration, const std::vector<Kerne
 		    blame);
 }
 
-/// hipHostRegister the spans of plain host memory into owner, all or
-/// nothing; per range its span's device pointer (0 where HIP knew the
-/// memory).
-std::vector<std::uintptr_t> register_ranges(const LibHip &h, const Registration &registration,
-					    const std::vector<KernelRange> &spans,
-					    const std::vector<HipMemory> &kind,
-					    HipHostRegistration &owner)
-{
-	std::vector<std::uintptr_t> range_dptr(spans.size());
+/// The runtime's calls and codes for the skeleton, with the device current.
+struct HipRuntime {
+	using Status = hip::Error;
+	using Memory = HipMemory;
+	static constexpr detail::HostRuntimeNames names{"HIP", "hipHostMalloc", "hipHostRegister",
+							"hipHostGetDevicePointer"};
+	static constexpr Status success = hip::success;
+	static constexpr Status already_registered = hip::error_host_memory_already_registered;
 
-	for (std::size_t r = 0; r < spans.size(); r++) {
-		if (kind[r] != HipMemory::Unknown)
-			continue;
-		// NOLINTNEXTLINE(performance-no-int-to-ptr)
-		void *addr = reinterpret_cast<void *>(spans[r].addr);
-		hip::Error res =
-			h.host_register(addr, spans[r].len,
-					hip::host_register_portable | hip::host_register_mapped);
-		if (res != hip::success) {
-			owner.unregister_all(); // ranges 0..r-1
-			std::size_t blame = registration.first_buffer(r);
-			if (res == hip::error_host_memory_already_registered)
-				blame = first_buffer_known<HipMemory>(
-					registration, r, blame,
-					[&h](const void *p) { return classify_with(h, p); });
-			throw Error(hip_errno(res), Step::GpuMap,
-				    "hipHostRegister of range " + std::to_string(r) + " (" +
-					    std::to_string(spans[r].len) +
-					    " bytes): " + h.error_name(res),
-				    blame, res);
-		}
-		owner.add(addr);
-		void *dptr = nullptr;
-		res = h.host_get_device_pointer(&dptr, addr, 0);
-		if (res != hip::success) {
-			owner.unregister_all();
-			throw Error(hip_errno(res), Step::GpuMap,
-				    "hipHostGetDevicePointer of range " + std::to_string(r) + ": " +
-					    h.error_name(res),
-				    registration.first_buffer(r), res);
-		}
-		range_dptr[r] = reinterpret_cast<std::uintptr_t>(dptr);
-	}
-	return range_dptr;
-}
+	std::shared_ptr<const LibHip> hip;
+	int device = 0;
 
-/// Per buffer: a registered range's device pointer + offset.  Managed
-/// memory is its own device pointer.  HIP's own host memory: ask per
-/// buffer, since its block need not start where our range does.
-std::vector<std::uint64_t> buffer_addresses(const LibHip &h, const Registration &registration,
-					    const std::vector<KernelRange> &spans,
-					    const std::vector<HipMemory> &kind,
-					    const std::vector<std::uintptr_t> &range_dptr,
-					    HipHostRegistration &owner)
-{
-	auto buffers = registration.buffers();
-	std::vector<std::uint64_t> addresses(buffers.size());
+	HipDeviceScope current() const { return {*hip, device}; }
 
-	for (std::size_t i = 0; i < buffers.size(); i++) {
-		std::size_t r = registration.location(i).range;
-		const auto host = reinterpret_cast<std::uintptr_t>(buffers[i].ptr);
+	Memory classify(const void *ptr) const
+	{
+		hip::PointerAttributes attr{};
 
-		switch (kind[r]) {
-		case HipMemory::Unknown:
-			addresses[i] = range_dptr[r] + (host - spans[r].addr);
-			break;
-		case HipMemory::Managed:
-			addresses[i] = host;
-			break;
-		default: {
-			void *dptr = nullptr;
-			hip::Error res = h.host_get_device_pointer(&dptr, buffers[i].ptr, 0);
-			if (res != hip::success) {
-				owner.unregister_all();
-				throw Error(hip_errno(res), Step::GpuMap,
-					    "hipHostGetDevicePointer of HIP host memory: " +
-						    h.error_name(res),
-					    i, res);
-			}
-			addresses[i] = reinterpret_cast<std::uintptr_t>(dptr);
-		}
+		// ROCm 5 fails for memory it does not know (hipErrorInvalidValue);
+		// ROCm 6 succeeds and says Unregistered.
+		if (hip->pointer_get_attributes(&attr, ptr) != hip::success)
+			return HipMemory::Unknown;
+		if (attr.is_managed)
+			return HipMemory::Managed;
+		switch (hip::memory_type(attr.type, hip->runtime_version)) {
+		case hip::MemoryType::Unregistered:
+			return HipMemory::Unknown;
+		case hip::MemoryType::Host:
+			return HipMemory::Host;
+		case hip::MemoryType::Managed:
+			return HipMemory::Managed;
+		default:
+			return HipMemory::Device;
 		}
 	}
-	return addresses;
-}
+
+	unsigned register_flags(Access /*access*/) const
+	{
+		return hip::host_register_portable | hip::host_register_mapped;
+	}
+
+	Status host_register(void *p, std::size_t len, unsigned flags) const
+	{
+		return hip->host_register(p, len, flags);
+	}
+
+	void host_unregister(void *p) const { hip->host_unregister(p); }
+
+	Status device_pointer(std::uint64_t *dptr, void *p) const
+	{
+		void *d = nullptr;
+		Status r = hip->host_get_device_pointer(&d, p, 0);
+
+		*dptr = reinterpret_cast<std::uintptr_t>(d);
+		return r;
+	}
+
+	std::string error_name(Status r) const { return hip->error_name(r); }
+	static int to_errno(Status r) { return hip_errno(r); }
+
+	void refuse_before_register(const Registration &registration,
+				    const std::vector<KernelRange> &spans,
+				    const std::vector<Memory> &kind) const
+	{
+		refuse_unwritable(registration, spans, kind);
+	}
+};
 
 /// The runtime, asked first how many devices there are: without one
 /// nothing else is called.
@@ -283,27 +191,12 @@ int HipBackend::runtime_version() const noexcept
 
 HipMemory HipBackend::classify(const void *ptr) const
 {
-	HipDeviceScope current(*hip_, device_);
-
-	return classify_with(*hip_, ptr);
+	return detail::classify_current(HipRuntime{hip_, device_}, ptr);
 }
 
 GpuMapping HipBackend::map(const Registration &registration)
 {
-	const LibHip &h = *hip_;
-	HipDeviceScope current(h, device_);
-	std::vector<HipMemory> kind = classify_ranges<HipMemory>(
-		registration, [&h](const void *p) { return classify_with(h, p); }, memory_name,
-		"HIP");
-	std::vector<KernelRange> spans = covered_spans(registration);
-	refuse_unwritable(registration, spans, kind);
-	auto owner = std::make_unique<HipHostRegistration>(hip_, device_);
-	std::vector<std::uintptr_t> range_dptr =
-		register_ranges(h, registration, spans, kind, *owner);
-	std::vector<std::uint64_t> addresses =
-		buffer_addresses(h, registration, spans, kind, range_dptr, *owner);
-
-	return {name(), GpuAddressKind::DevicePointer, std::move(addresses), std::move(owner)};
+	return detail::map_host_memory(HipRuntime{hip_, device_}, name(), registration);
 }
 
 } // namespace svmbatch
