@@ -47,6 +47,7 @@ foreach(arch ${SVMBATCH_HIP_BUILT_ARCHITECTURES})
 endforeach()
 file(GLOB_RECURSE _headers ${CMAKE_CURRENT_SOURCE_DIR}/../libsvmbatch/include/*.hpp
      ${CMAKE_CURRENT_SOURCE_DIR}/../libsvmbatch/include/*.h)
+list(APPEND _headers ${SVMBATCH_GENERATED_INCLUDE}/svmbatch/all.hpp)
 set(_obj ${CMAKE_CURRENT_BINARY_DIR}/hip_scatter_read.o)
 add_custom_command(OUTPUT ${_obj}
   COMMAND ${HIPCC_EXECUTABLE} ${_arch_flags} -std=c++20 -O2 -Wall -Wextra -Werror

@@ -33,6 +33,7 @@ check_layout() {
 	local f sym syms bad=0
 	for f in include/svmbatch/capi.h include/svmbatch/all.hpp \
 		include/svmbatch/svmbatch.h include/svmbatch/svmbatch.hpp \
+		include/svmbatch/torch.hpp include/svmbatch/io_ring.h \
 		include/linux/svmbatch.h lib/libsvmbatch.a lib/libsvmbatch.so \
 		lib/libsvmbatch.so.1 lib/pkgconfig/svmbatch.pc \
 		lib/cmake/svmbatch/svmbatchConfig.cmake \

@@ -7,20 +7,18 @@ include(CMakePackageConfigHelpers)
 install(TARGETS svmbatch svmbatch_static EXPORT svmbatchTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR})
-# The headers of the backends this build has, and the generated config.h.
+# The headers (cmake/public_headers.cmake): those of the backends this
+# build has, the first names, the libtorch header, the generated ones.
 set(_svmbatch_absent)
-foreach(b CUDA HIP HSA AMDGPU DRM)
-  string(TOLOWER ${b} _name)
-  if(NOT SVMBATCH_WITH_${b})
-    list(APPEND _svmbatch_absent PATTERN ${_name}_backend.hpp EXCLUDE)
-  endif()
+foreach(h ${SVMBATCH_ABSENT_HEADERS})
+  get_filename_component(_name ${h} NAME)
+  list(APPEND _svmbatch_absent PATTERN ${_name} EXCLUDE)
 endforeach()
-if(NOT SVMBATCH_WITH_RDMA)
-  list(APPEND _svmbatch_absent PATTERN rdma.hpp EXCLUDE)
-endif()
-install(DIRECTORY include/svmbatch DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+install(DIRECTORY include/svmbatch compat/svmbatch torch/svmbatch
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
   FILES_MATCHING PATTERN "*.h" PATTERN "*.hpp" PATTERN "*.cuh" ${_svmbatch_absent})
 install(FILES ${SVMBATCH_GENERATED_INCLUDE}/svmbatch/config.h
+  ${SVMBATCH_GENERATED_INCLUDE}/svmbatch/all.hpp
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/svmbatch)
 install(FILES ${SVMBATCH_UAPI_DIR}/linux/svmbatch.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/linux)
