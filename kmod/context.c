@@ -11,6 +11,10 @@
  * Handles are allocated cyclically: a handle dropped by UNREGISTER is not
  * handed out again until the 32-bit space wraps, so a stale handle in a
  * buggy caller gets ENOENT instead of naming someone else's registration.
+ *
+ * The table only stores references and hands them out: a registration it
+ * no longer holds goes back to the caller, which drops it (reg.c).  So
+ * this file sits below the registration object and never calls into it.
  */
 #include <linux/atomic.h>
 #include <linux/pid.h>
@@ -47,30 +51,19 @@ struct svmbatch_ctx *svmbatch_ctx_create(void)
 	xa_init_flags(&ctx->regs, XA_FLAGS_ALLOC1);
 	ctx->id = atomic64_inc_return(&svmbatch_next_ctx_id);
 	ctx->tgid = task_tgid_nr(current);
-	svmbatch_clients_add(ctx);
 	atomic64_inc(&svmbatch_stats.contexts);
 	return ctx;
 }
 
 /**
- * svmbatch_ctx_destroy() - release a context when its file is closed
- * @ctx: the context
- *
- * Drops every handle; the pages of a registration are unpinned once its
- * last reference is gone.
+ * svmbatch_ctx_destroy() - free a context when its file is closed
+ * @ctx: the context, its handle table already emptied by the caller
+ *	(svmbatch_reg_release_all())
  */
 void svmbatch_ctx_destroy(struct svmbatch_ctx *ctx)
 {
-	struct svmbatch_reg *reg;
-	unsigned long handle;
-
-	svmbatch_clients_del(ctx);
-	xa_for_each(&ctx->regs, handle, reg) {
-		xa_erase(&ctx->regs, handle);
-		svmbatch_reg_put(reg);
-		/* A file may hold 65536 registrations: let others run. */
-		cond_resched();
-	}
+	/* A registration left here would never be unpinned. */
+	WARN_ON_ONCE(!xa_empty(&ctx->regs));
 	xa_destroy(&ctx->regs);
 	mutex_destroy(&ctx->lock);
 	mmdrop(ctx->mm);
@@ -162,30 +155,61 @@ struct svmbatch_reg *svmbatch_ctx_get(struct svmbatch_ctx *ctx, u32 handle)
 	return reg;
 }
 
+/* Take @reg, stored under @handle, out of the table; ctx->lock is held. */
+static void svmbatch_ctx_erase(struct svmbatch_ctx *ctx, unsigned long handle,
+			       struct svmbatch_reg *reg)
+{
+	lockdep_assert_held(&ctx->lock);
+	xa_erase(&ctx->regs, handle);
+	ctx->nr_regs--;
+	ctx->pinned_pages -= reg->nr_pages;
+}
+
 /**
- * svmbatch_ctx_remove() - drop a handle
+ * svmbatch_ctx_remove() - take a registration out of the table
  * @ctx: the context
  * @handle: the handle
  *
- * Return: 0 or -ENOENT when no registration has that handle.
+ * The handle is gone when this returns; the table's reference on the
+ * registration goes to the caller.
+ *
+ * Return: the registration (drop it with svmbatch_reg_put()) or NULL when
+ * no registration has that handle.
  */
-int svmbatch_ctx_remove(struct svmbatch_ctx *ctx, u32 handle)
+struct svmbatch_reg *svmbatch_ctx_remove(struct svmbatch_ctx *ctx, u32 handle)
 {
 	struct svmbatch_reg *reg;
 
 	mutex_lock(&ctx->lock);
 	reg = xa_load(&ctx->regs, handle);
-	if (!reg) {
-		mutex_unlock(&ctx->lock);
-		return -ENOENT;
-	}
-	xa_erase(&ctx->regs, handle);
-	ctx->nr_regs--;
-	ctx->pinned_pages -= reg->nr_pages;
+	if (reg)
+		svmbatch_ctx_erase(ctx, handle, reg);
 	mutex_unlock(&ctx->lock);
+	return reg;
+}
 
-	svmbatch_reg_put(reg);
-	return 0;
+/**
+ * svmbatch_ctx_remove_first() - take the registration of the lowest handle
+ *	out of the table
+ * @ctx: the context
+ *
+ * For emptying the table of a closing file, one registration at a time;
+ * reserved handles are skipped (a closing file has none).
+ *
+ * Return: the registration, whose reference goes to the caller (drop it
+ * with svmbatch_reg_put()), or NULL when the table holds none.
+ */
+struct svmbatch_reg *svmbatch_ctx_remove_first(struct svmbatch_ctx *ctx)
+{
+	struct svmbatch_reg *reg;
+	unsigned long handle = 0;
+
+	mutex_lock(&ctx->lock);
+	reg = xa_find(&ctx->regs, &handle, ULONG_MAX, XA_PRESENT);
+	if (reg)
+		svmbatch_ctx_erase(ctx, handle, reg);
+	mutex_unlock(&ctx->lock);
+	return reg;
 }
 
 /**

@@ -128,12 +128,18 @@ static int svmbatch_fops_open(struct inode *inode, struct file *filp)
 	if (IS_ERR(ctx))
 		return PTR_ERR(ctx);
 	filp->private_data = ctx;
+	svmbatch_clients_add(ctx);
 	return 0;
 }
 
 static int svmbatch_fops_release(struct inode *inode, struct file *filp)
 {
-	svmbatch_ctx_destroy(filp->private_data);
+	struct svmbatch_ctx *ctx = filp->private_data;
+
+	/* debugfs lists open files only: this one goes before its pins do. */
+	svmbatch_clients_del(ctx);
+	svmbatch_reg_release_all(ctx);
+	svmbatch_ctx_destroy(ctx);
 	return 0;
 }
 

@@ -4,6 +4,10 @@
  * QUERY, which main.c's table runs with the command struct already read
  * in.  A registration lives from REGISTER to the release of its last
  * reference: its handle, and each dma-buf exported from it (dmabuf.c).
+ * The handle table (context.c) only stores references: this file drops the
+ * one a handle held, on UNREGISTER and when the file is closed
+ * (svmbatch_reg_release_all()), so calls go from here down to context.c
+ * and never back.
  *
  * REGISTER pins its batch as one transaction, then reserves a handle,
  * copies the result out, and only then publishes the registration: a
@@ -124,6 +128,25 @@ static void svmbatch_reg_release(struct kref *ref)
 void svmbatch_reg_put(struct svmbatch_reg *reg)
 {
 	kref_put(&reg->ref, svmbatch_reg_release);
+}
+
+/**
+ * svmbatch_reg_release_all() - drop every handle of a closing file
+ * @ctx: the context, which no command can reach any more
+ *
+ * The pages of a registration are unpinned once its last reference is
+ * gone: a dma-buf exported from it keeps it pinned.  The caller then frees
+ * the context with svmbatch_ctx_destroy().
+ */
+void svmbatch_reg_release_all(struct svmbatch_ctx *ctx)
+{
+	struct svmbatch_reg *reg;
+
+	while ((reg = svmbatch_ctx_remove_first(ctx))) {
+		svmbatch_reg_put(reg);
+		/* A file may hold 65536 registrations: let others run. */
+		cond_resched();
+	}
 }
 
 /* Check one range on its own; on success store it as a record. */
@@ -411,8 +434,13 @@ err_abort:
 int svmbatch_cmd_unregister(struct svmbatch_ucmd *ucmd)
 {
 	struct svmbatch_unregister *cmd = ucmd->cmd;
+	struct svmbatch_reg *reg;
 
-	return svmbatch_ctx_remove(ucmd->ctx, cmd->handle);
+	reg = svmbatch_ctx_remove(ucmd->ctx, cmd->handle);
+	if (!reg)
+		return -ENOENT;
+	svmbatch_reg_put(reg);
+	return 0;
 }
 
 static int svmbatch_query_ranges(const struct svmbatch_reg *reg,

@@ -157,12 +157,14 @@ void svmbatch_ctx_publish(struct svmbatch_ctx *ctx, u32 handle,
 			  struct svmbatch_reg *reg);
 void svmbatch_ctx_cancel(struct svmbatch_ctx *ctx, u32 handle);
 struct svmbatch_reg *svmbatch_ctx_get(struct svmbatch_ctx *ctx, u32 handle);
-int svmbatch_ctx_remove(struct svmbatch_ctx *ctx, u32 handle);
+struct svmbatch_reg *svmbatch_ctx_remove(struct svmbatch_ctx *ctx, u32 handle);
+struct svmbatch_reg *svmbatch_ctx_remove_first(struct svmbatch_ctx *ctx);
 void svmbatch_ctx_note_failure(struct svmbatch_ctx *ctx);
 int svmbatch_cmd_get_info(struct svmbatch_ucmd *ucmd);
 
 /* reg.c: the registration object; REGISTER, UNREGISTER, QUERY */
 void svmbatch_reg_put(struct svmbatch_reg *reg);
+void svmbatch_reg_release_all(struct svmbatch_ctx *ctx);
 int svmbatch_cmd_register(struct svmbatch_ucmd *ucmd);
 int svmbatch_cmd_unregister(struct svmbatch_ucmd *ucmd);
 int svmbatch_cmd_query(struct svmbatch_ucmd *ucmd);
