@@ -166,7 +166,7 @@ TEST_F(ArenaTest, ExactSizeBlocksFillTheArenaThenItIsFull)
 	EXPECT_EQ(a.largest_free(), 0u);
 	ArenaFull e = expect_full([&] { (void)a.allocate(1); });
 	EXPECT_EQ(e.err(), ENOMEM);
-	EXPECT_EQ(e.step(), Step::Validate);
+	EXPECT_EQ(e.step(), Step::Arena);
 	EXPECT_FALSE(e.fragmented());
 	EXPECT_EQ(e.requested(), page);
 	EXPECT_EQ(e.free_bytes(), 0u);
@@ -370,7 +370,7 @@ TEST_F(ArenaTest, HugetlbPastThePoolFailsAndLeavesNothing)
 	o.pages = PageKind::Hugetlb;
 	Error e = expect_error([&] { Arena a(*ctx_, pages * huge_page, o); });
 	EXPECT_EQ(e.err(), ENOMEM) << e.what();
-	EXPECT_EQ(e.step(), Step::Validate);
+	EXPECT_EQ(e.step(), Step::Arena);
 	EXPECT_NE(std::string(e.what()).find("hugetlb"), std::string::npos) << e.what();
 	EXPECT_EQ(process_pinned_bytes(), pin);
 	EXPECT_LT(status_bytes("VmSize"), vm + pages * huge_page);

@@ -128,6 +128,7 @@ TEST(Context, MovesKeepTheMode)
 	EXPECT_STREQ(step_name(Step::IoUringSubmit), "io_uring-submit");
 	EXPECT_STREQ(step_name(Step::RdmaOpen), "rdma-open");
 	EXPECT_STREQ(step_name(Step::RdmaRegister), "rdma-register");
+	EXPECT_STREQ(step_name(Step::Arena), "arena");
 }
 
 /* built_backends() and svmbatch/config.h say the same. */

@@ -25,6 +25,7 @@ enum class Step {
 	IoUringSubmit, ///< submitting to or reaping from the ring (Reader)
 	RdmaOpen, ///< RdmaBackend loading libibverbs and querying the device
 	RdmaRegister, ///< RdmaBackend registering memory regions
+	Arena, ///< an Arena mapping, placing or faulting in its memory, or carving a block
 };
 
 /// Name of a step, for messages ("register", "io_uring-register", ...).

@@ -31,7 +31,7 @@ const char *page_kind_name(PageKind kind) noexcept
 
 ArenaFull::ArenaFull(const std::string &what, std::size_t requested, std::size_t free_bytes,
 		     std::size_t largest_free)
-	: Error(ENOMEM, Step::Validate, what), requested_(requested), free_bytes_(free_bytes),
+	: Error(ENOMEM, Step::Arena, what), requested_(requested), free_bytes_(free_bytes),
 	  largest_free_(largest_free)
 {}
 

@@ -25,15 +25,18 @@ constexpr int madv_populate_write = 23; // MADV_POPULATE_WRITE, Linux 5.14
 constexpr int map_huge_2mb = 21 << 26; // MAP_HUGE_2MB: log2(2 MiB) << MAP_HUGE_SHIFT
 constexpr std::size_t prefault_unit = std::size_t{64} << 20; // the least one thread faults in
 
-[[noreturn]] void fail(int err, const std::string &what)
+// The caller's arguments are checked (Step::Validate) before anything is
+// mapped; what fails after that is the Arena's own step.
+[[noreturn]] void fail(int err, const std::string &what, Step step = Step::Arena)
 {
-	throw Error(err, Step::Validate, "arena: " + what);
+	throw Error(err, step, "arena: " + what);
 }
 
 std::size_t round_up(std::size_t n, std::size_t to)
 {
 	if (n > SIZE_MAX - (to - 1))
-		fail(EOVERFLOW, std::to_string(n) + " bytes cannot be rounded to whole pages");
+		fail(EOVERFLOW, std::to_string(n) + " bytes cannot be rounded to whole pages",
+		     Step::Validate);
 	return (n + to - 1) / to * to;
 }
 
@@ -76,7 +79,7 @@ int prefault_range(char *p, std::size_t n, std::size_t page)
 ArenaMemory::ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsigned threads)
 {
 	if (bytes == 0)
-		fail(EINVAL, "size 0");
+		fail(EINVAL, "size 0", Step::Validate);
 	const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 	switch (kind) {
 	case PageKind::Small:
@@ -107,7 +110,7 @@ ArenaMemory::ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsign
 		}
 		break;
 	default:
-		fail(EINVAL, "unknown page kind");
+		fail(EINVAL, "unknown page kind", Step::Validate);
 	}
 	try {
 		if (numa_node >= 0) {

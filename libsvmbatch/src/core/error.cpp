@@ -32,6 +32,8 @@ const char *step_name(Step step) noexcept
 		return "rdma-open";
 	case Step::RdmaRegister:
 		return "rdma-register";
+	case Step::Arena:
+		return "arena";
 	}
 	return "unknown";
 }
