@@ -468,15 +468,24 @@ TEST_F(CApiTest, IoLoopReadsThroughTheRing)
 	ASSERT_EQ(svmbatch_io_wait(&q, t, &done), 0);
 	EXPECT_EQ(done.status, -EINVAL);
 	EXPECT_EQ(svmbatch_io_wait(&q, -1, &done), -EINVAL);
+	EXPECT_NE(std::string(svmbatch_last_error()), "");
+	/* Like every call, a read and a wait clear the previous message. */
+	t = svmbatch_io_read(&q, f, 0, 10, 0, 0, 0);
+	EXPECT_STREQ(svmbatch_last_error(), "");
+	EXPECT_EQ(svmbatch_io_wait(&q, -1, &done), -EINVAL);
+	ASSERT_EQ(svmbatch_io_wait(&q, t, &done), 0);
+	EXPECT_STREQ(svmbatch_last_error(), "");
+	EXPECT_EQ(done.status, 0);
 
 	svmbatch_io_loop_stats st{};
 	ASSERT_EQ(svmbatch_io_loop_get_stats(loop, &st), 0);
-	EXPECT_EQ(st.requests, 2u);
-	EXPECT_EQ(st.completed, 2u);
+	EXPECT_EQ(st.requests, 3u);
+	EXPECT_EQ(st.completed, 3u);
 	EXPECT_EQ(st.failed, 1u);
-	EXPECT_EQ(st.bytes, 3 * page);
+	EXPECT_EQ(st.bytes, 3 * page + 10);
 	EXPECT_EQ(svmbatch_io_loop_stop(loop, 10), 0);
 	EXPECT_EQ(svmbatch_io_read(&q, f, 0, 10, 0, 0, 0), -ESHUTDOWN);
+	EXPECT_NE(std::string(svmbatch_last_error()).find("closed"), std::string::npos);
 	svmbatch_io_loop_destroy(loop);
 	svmbatch_io_loop_destroy(nullptr);
 	svmbatch_reg_destroy(reg);

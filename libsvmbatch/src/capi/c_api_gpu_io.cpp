@@ -105,9 +105,12 @@ int64_t svmbatch_io_read(const struct svmbatch_io_queue *queue, uint32_t file, u
 {
 	if (!queue || !queue->header)
 		return invalid("svmbatch_io_read: NULL argument");
+	last_error().clear();
 	const std::int64_t t = svmbatch::IoLoopClient(*queue).read(file, file_offset, length,
 								   buffer, buffer_offset, tag);
-	return t < 0 ? -ESHUTDOWN : t;
+	if (t < 0)
+		return svmbatch::capi::fail(ESHUTDOWN, "svmbatch_io_read: the loop is closed");
+	return t;
 }
 
 int svmbatch_io_wait(const struct svmbatch_io_queue *queue, int64_t ticket,
@@ -115,6 +118,7 @@ int svmbatch_io_wait(const struct svmbatch_io_queue *queue, int64_t ticket,
 {
 	if (!queue || !queue->header || !done || ticket < 0)
 		return invalid("svmbatch_io_wait: NULL argument or no ticket");
+	last_error().clear();
 	const svmbatch::IoCompletion c = svmbatch::IoLoopClient(*queue).wait(ticket);
 	*done = {c.status, 0, c.bytes, c.tag};
 	return 0;
