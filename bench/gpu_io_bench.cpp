@@ -24,7 +24,6 @@
 #include <cuda_runtime_api.h>
 
 #include <fcntl.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -47,6 +46,7 @@
 
 #include <svmbatch/all.hpp>
 
+#include "anon_memory.hpp"
 #include "bench_meta.hpp"
 #include "cuda_memory.hpp"
 #include "gpu_io_kernels.hpp"
@@ -54,6 +54,7 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
+using svmbatch::bench::AnonMemory;
 using svmbatch::bench::check;
 using svmbatch::bench::DeviceBuffer;
 
@@ -92,29 +93,6 @@ std::string json_list(const std::vector<double> &v)
 		s += (i ? ", " : "") + std::to_string(v[i]);
 	return s + "]";
 }
-
-/// An anonymous mapping, unmapped on destruction.
-class Mapping {
-public:
-	explicit Mapping(std::size_t len) : len_(len)
-	{
-		void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-		if (m == MAP_FAILED)
-			throw std::system_error(errno, std::generic_category(), "mmap");
-		p_ = static_cast<char *>(m);
-	}
-	Mapping(const Mapping &) = delete;
-	Mapping &operator=(const Mapping &) = delete;
-	Mapping(Mapping &&) = delete;
-	Mapping &operator=(Mapping &&) = delete;
-	~Mapping() { ::munmap(p_, len_); }
-	char *get() const noexcept { return p_; }
-
-private:
-	std::size_t len_;
-	char *p_;
-};
 
 /// A file of pattern bytes in dir, written by every core, unlinked.
 int make_file(const std::string &dir, std::uint64_t len)
@@ -159,7 +137,7 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 	const unsigned nwarps = blocks * warps;
 	const auto lanes = static_cast<unsigned>(
 		std::min<std::uint64_t>(max_lanes, std::min<std::uint64_t>(32, buf_len / size)));
-	Mapping mem(std::size_t{nwarps} * buf_len);
+	AnonMemory mem(std::size_t{nwarps} * buf_len);
 	std::vector<svmbatch::Buffer> bufs;
 	for (unsigned w = 0; w < nwarps; w++)
 		bufs.push_back({mem.get() + std::size_t{w} * buf_len, buf_len});
@@ -211,7 +189,7 @@ Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 	constexpr std::size_t groups = 4, streams = 4;
 	const std::size_t nbuf = std::min<std::size_t>(8192, (256u << 20) / size);
 	const std::size_t per_group = nbuf / groups;
-	Mapping mem(nbuf * size);
+	AnonMemory mem(nbuf * size);
 	std::vector<svmbatch::Buffer> bufs;
 	for (std::size_t i = 0; i < nbuf; i++)
 		bufs.push_back({mem.get() + i * size, size});

@@ -10,7 +10,6 @@
 // Prints a table, then JSON between SVMBATCH-BENCH-JSON-BEGIN/END lines, then
 // a one-test TAP stream for the guest runner.
 #include <liburing.h>
-#include <sys/mman.h>
 #include <sys/uio.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -25,10 +24,12 @@
 
 #include <svmbatch/all.hpp>
 
+#include "anon_memory.hpp"
 #include "bench_stats.hpp"
 
 namespace {
 
+using svmbatch::bench::AnonMemory;
 using svmbatch::bench_stats::median;
 using svmbatch::bench_stats::median_us;
 using svmbatch::bench_stats::time_us;
@@ -72,29 +73,6 @@ template <typename A, typename B> std::pair<double, double> paired_median_us(int
 	return {median(ta), median(tb)};
 }
 
-/* Anonymous memory, unmapped on destruction. */
-class Anon {
-public:
-	explicit Anon(std::size_t len) : len_(len)
-	{
-		void *p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-		if (p == MAP_FAILED)
-			throw std::bad_alloc();
-		addr_ = static_cast<char *>(p);
-	}
-	~Anon() { ::munmap(addr_, len_); }
-	Anon(const Anon &) = delete;
-	Anon &operator=(const Anon &) = delete;
-	Anon(Anon &&) = delete;
-	Anon &operator=(Anon &&) = delete;
-	char *get() const { return addr_; }
-
-private:
-	char *addr_;
-	std::size_t len_;
-};
-
 void check(int ret, const char *what)
 {
 	if (ret < 0)
@@ -111,7 +89,7 @@ Result bench(const Config &c, std::optional<svmbatch::Context> &kernel,
 		return r;
 	}
 	/* Every other slot: N separate buffers, N separate ranges. */
-	Anon mem(2 * c.n * c.size);
+	AnonMemory mem(2 * c.n * c.size);
 	std::vector<svmbatch::Buffer> b;
 	for (std::size_t i = 0; i < c.n; i++)
 		b.push_back({mem.get() + 2 * i * c.size, c.size});

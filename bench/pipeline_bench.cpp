@@ -25,7 +25,6 @@
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <liburing.h>
-#include <sys/mman.h>
 #include <sys/resource.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -54,6 +53,7 @@
 #include <svmbatch/diagnostics.hpp>
 #include <svmbatch/all.hpp>
 
+#include "anon_memory.hpp"
 #include "bench_meta.hpp"
 #include "cuda_memory.hpp"
 #include "bench_stats.hpp"
@@ -61,6 +61,7 @@
 
 namespace {
 
+using svmbatch::bench::AnonMemory;
 using svmbatch::bench::check;
 using svmbatch::bench::DeviceBuffer;
 using svmbatch::bench_stats::median;
@@ -113,30 +114,6 @@ void parallel_for(std::size_t n, unsigned threads, const std::function<void(std:
 		std::rethrow_exception(error);
 }
 
-/// Anonymous memory (4096-aligned, for O_DIRECT too), populated, unmapped
-/// on destruction.
-class Mapping {
-public:
-	explicit Mapping(std::size_t len) : len_(len)
-	{
-		void *m = ::mmap(nullptr, len, PROT_READ | PROT_WRITE,
-				 MAP_PRIVATE | MAP_ANONYMOUS | MAP_POPULATE, -1, 0);
-		if (m == MAP_FAILED)
-			fail_errno(errno, "mmap");
-		p_ = static_cast<char *>(m);
-	}
-	~Mapping() { ::munmap(p_, len_); }
-	Mapping(const Mapping &) = delete;
-	Mapping &operator=(const Mapping &) = delete;
-	Mapping(Mapping &&) = delete;
-	Mapping &operator=(Mapping &&) = delete;
-	char *get() const { return p_; }
-
-private:
-	char *p_ = nullptr;
-	std::size_t len_;
-};
-
 /// A file descriptor, closed on destruction.
 class Fd {
 public:
@@ -181,7 +158,7 @@ int make_file(const std::string &dir, std::size_t len, bool zeros)
 /// Zeros over the first len bytes of fd (which may be O_DIRECT).
 void zero_file(int fd, std::size_t len)
 {
-	static const Mapping zeros(MiB);
+	static const AnonMemory zeros(MiB);
 
 	parallel_for(len / MiB, baseline_threads, [&](std::size_t c) {
 		if (::pwrite(fd, zeros.get(), MiB, static_cast<off_t>(c * MiB)) !=
@@ -279,14 +256,14 @@ private:
 struct Layout {
 	std::string name;
 	std::size_t nbuf, size;
-	std::vector<std::unique_ptr<Mapping>> mem;
+	std::vector<std::unique_ptr<AnonMemory>> mem;
 	std::vector<svmbatch::Buffer> list;
 
 	Layout(std::string n, std::size_t count, std::size_t bytes)
 		: name(std::move(n)), nbuf(count), size(bytes)
 	{
 		for (std::size_t i = 0; i < nbuf; i++) {
-			mem.push_back(std::make_unique<Mapping>(size));
+			mem.push_back(std::make_unique<AnonMemory>(size));
 			list.push_back({mem.back()->get(), size});
 		}
 	}
