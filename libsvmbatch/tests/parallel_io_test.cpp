@@ -30,6 +30,7 @@
 #include <svmbatch/all.hpp>
 
 #include "expect_error.hpp"
+#include "ring_fixture.hpp"
 #include "test_util.hpp"
 #include "uring/io_plan.hpp"
 
@@ -113,22 +114,7 @@ template <typename Fn> auto within_deadline(Fn fn)
 	return f.get();
 }
 
-class ParallelIoTest : public ::testing::Test {
-protected:
-	void SetUp() override
-	{
-		ctx_.emplace(test::make_context());
-		ring_ = std::make_unique<test::Ring>(64);
-	}
-	void TearDown() override
-	{
-		/* Nothing of any batch is left in the caller's ring. */
-		EXPECT_EQ(io_uring_cq_ready(&ring_->get()), 0u);
-		EXPECT_EQ(io_uring_sq_ready(&ring_->get()), 0u);
-	}
-	std::optional<Context> ctx_;
-	std::unique_ptr<test::Ring> ring_;
-};
+class ParallelIoTest : public test::RingFixture {};
 
 /// (parallelism, threads, clone_buffers)
 using ModeParam = std::tuple<Parallelism, unsigned, bool>;

@@ -18,27 +18,13 @@
 #include <svmbatch/all.hpp>
 
 #include "expect_error.hpp"
+#include "ring_fixture.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {
 namespace {
 
-class ReaderTest : public ::testing::Test {
-protected:
-	void SetUp() override
-	{
-		ctx_.emplace(test::make_context());
-		ring_ = std::make_unique<test::Ring>(64);
-	}
-	void TearDown() override
-	{
-		/* Nothing left in the ring: every request completed. */
-		EXPECT_EQ(io_uring_cq_ready(&ring_->get()), 0u);
-		EXPECT_EQ(io_uring_sq_ready(&ring_->get()), 0u);
-	}
-	std::optional<Context> ctx_;
-	std::unique_ptr<test::Ring> ring_;
-};
+class ReaderTest : public test::RingFixture {};
 
 using test::expect_error;
 
