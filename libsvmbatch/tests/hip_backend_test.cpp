@@ -1,15 +1,18 @@
 // SPDX-License-Identifier: MIT
-// HipBackend against the FAKE HIP runtime (fake_hip/: no AMD GPU here): the
-// loader's failure paths, gating on hipGetDeviceCount, classification of
-// memory HIP already knows in both of ROCm's pointer-attribute dialects,
-// range-by-range rollback, read-only memory, the current device.  Debian's
-// real runtime is tested by hip_runtime_test.cpp.  Runs in both modes.
+// HipBackend against the FAKE HIP runtime (fake_hip/: no AMD GPU here), in
+// both of ROCm's pointer-attribute dialects: the tests it shares with
+// CudaBackend (host_register_backend_tests.hpp: the loader's failure
+// paths, classification, range-by-range rollback), then HIP's own: gating
+// on hipGetDeviceCount, device pointers failing, device memory, read-only
+// memory, the current device.  Debian's real runtime is tested by
+// hip_runtime_test.cpp.  Runs in both modes.
 #include <gtest/gtest.h>
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cerrno>
+#include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -18,151 +21,79 @@
 #include <svmbatch/all.hpp>
 
 #include "fake_hip/fake_hip.h"
-#include "expect_error.hpp"
-#include "test_util.hpp"
+#include "host_register_backend_tests.hpp"
 
-namespace svmbatch {
+namespace svmbatch::test {
 namespace {
 
-const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-constexpr int rocm5 = 50221153; // Debian 12's HIP 5.2.3
-constexpr int rocm6 = 60443483;
+/// The fake runtime, as the shared tests ask for it, reporting version
+/// (hipRuntimeGetVersion's number) and speaking that ROCm's dialect.
+template <int version> struct HipFake {
+	using Backend = HipBackend;
+	using Memory = HipMemory;
+	static constexpr const char *label = version / 10000000 == 5 ? "v5" : "v6";
+	static constexpr RuntimeWords words{"hip",
+					    "HIP",
+					    "svmbatch fake HIP device",
+					    "libsvmbatch-no-such-hip.so.5",
+					    "no HIP runtime",
+					    "hipGetDeviceCount",
+					    "hipHostRegister",
+					    "hipErrorNoDevice (100)",
+					    "hipErrorOutOfMemory (2)",
+					    "hipErrorHostMemoryAlreadyRegistered (712)"};
+	/// Portable | Mapped: 0x08 is hipExtHostRegisterCoarseGrained on AMD,
+	/// never passed.
+	static constexpr unsigned read_only_register_flags = 0x1u | 0x2u;
 
-HipOptions fake(int device = 0)
-{
-	return {test::fake_hip_library, device};
-}
-
-using test::expect_error;
-using Pages = test::MappedPages;
-
-char *device_address(const void *host)
-{
-	return reinterpret_cast<char *>(reinterpret_cast<std::uintptr_t>(host) +
-					FAKE_HIP_DEVICE_OFFSET);
-}
-
-bool contains(const Error &e, const std::string &what)
-{
-	return std::string(e.what()).find(what) != std::string::npos;
-}
-
-TEST(HipBackendLoad, NoRuntimeLibraryIsENODEV)
-{
-	Error e = expect_error([] { HipBackend b({"libsvmbatch-no-such-hip.so.5", 0}); });
-	EXPECT_EQ(e.err(), ENODEV);
-	EXPECT_EQ(e.step(), Step::GpuOpen);
-	EXPECT_TRUE(contains(e, "no HIP runtime")) << e.what();
-	EXPECT_TRUE(contains(e, "libsvmbatch-no-such-hip.so.5")) << e.what();
-}
-
-TEST(HipBackendLoad, ALibraryThatIsNotHipIsENODEV)
-{
-	Error e = expect_error([] { HipBackend b({"libc.so.6", 0}); });
-	EXPECT_EQ(e.err(), ENODEV);
-	EXPECT_TRUE(contains(e, "has no hipGetDeviceCount")) << e.what();
-}
-
-class FakeHip : public ::testing::TestWithParam<int> {
-protected:
-	void SetUp() override
+	static void reset(int devices) { fake_hip_reset(devices, version); }
+	static HipOptions options(int device = 0) { return {fake_hip_library, device}; }
+	static void fail_register_after(int ok_calls, int result)
 	{
-		fake_hip_reset(1, GetParam());
-		ctx_.emplace(test::make_context());
+		fake_hip_fail_register_after(ok_calls, result);
 	}
-	void TearDown() override
+	static void add_host_alloc(void *p, std::size_t len) { fake_hip_add_host_alloc(p, len); }
+	static void add_managed(void *p, std::size_t len) { fake_hip_add_managed(p, len); }
+	static int registered() { return fake_hip_registered(); }
+	static unsigned last_register_flags() { return fake_hip_last_register_flags(); }
+	/// Not the host address, so that an identity mapping would show.
+	static const char *device_address(const void *host)
+	{
+		return reinterpret_cast<const char *>(reinterpret_cast<std::uintptr_t>(host) +
+						      FAKE_HIP_DEVICE_OFFSET);
+	}
+	static void expect_opened(const HipBackend &hip)
+	{
+		EXPECT_EQ(hip.library(), fake_hip_library);
+		EXPECT_EQ(hip.runtime_version(), version);
+	}
+	static void expect_balanced()
 	{
 		EXPECT_EQ(fake_hip_current_device(), 0) << "the current device was not restored";
 		EXPECT_EQ(fake_hip_calls_before_device_count(), 0)
 			<< "HIP was called before hipGetDeviceCount";
 	}
-	std::optional<Context> ctx_;
 };
 
-INSTANTIATE_TEST_SUITE_P(Rocm, FakeHip, ::testing::Values(rocm5, rocm6), [](const auto &info) {
-	return "v" + std::to_string(info.param / 10000000);
-});
+constexpr int rocm5 = 50221153; // Debian 12's HIP 5.2.3
+constexpr int rocm6 = 60443483;
+using HipFakes = ::testing::Types<HipFake<rocm5>, HipFake<rocm6>>;
 
-TEST_P(FakeHip, NoDeviceIsENODEVWithHipsStatusAndNothingElseCalled)
-{
-	fake_hip_reset(0, GetParam());
-	Error e = expect_error([] { HipBackend b(fake()); });
-	EXPECT_EQ(e.err(), ENODEV);
-	EXPECT_EQ(e.step(), Step::GpuOpen);
-	EXPECT_EQ(e.driver_status(), 100);
-	EXPECT_TRUE(contains(e, "hipErrorNoDevice (100)")) << e.what();
-	EXPECT_EQ(fake_hip_calls_before_device_count(), 0);
+} // namespace
 
-	fake_hip_reset(1, GetParam());
-	e = expect_error([] { HipBackend b(fake(3)); });
-	EXPECT_EQ(e.err(), ENODEV);
-	EXPECT_TRUE(contains(e, "no HIP device 3 (1 present)")) << e.what();
-}
+INSTANTIATE_TYPED_TEST_SUITE_P(Hip, HostRegisterBackend, HipFakes, FakeLabel);
 
-TEST_P(FakeHip, ADeviceThatCannotMapHostMemoryIsENODEV)
+namespace {
+
+template <typename F> class FakeHip : public FakeRuntimeTest<F> {};
+TYPED_TEST_SUITE(FakeHip, HipFakes, FakeLabel);
+
+TYPED_TEST(FakeHip, ADeviceThatCannotMapHostMemoryIsENODEV)
 {
 	fake_hip_set_can_map_host_memory(0);
-	Error e = expect_error([] { HipBackend b(fake()); });
+	Error e = expect_error([] { HipBackend b(TypeParam::options()); });
 	EXPECT_EQ(e.err(), ENODEV);
 	EXPECT_TRUE(contains(e, "cannot map host memory")) << e.what();
-}
-
-TEST_P(FakeHip, MapsEveryBufferOnceAndUnregistersOnDestruction)
-{
-	HipBackend hip(fake());
-	EXPECT_STREQ(hip.name(), "hip");
-	EXPECT_EQ(hip.device_name(), "svmbatch fake HIP device");
-	EXPECT_EQ(hip.library(), test::fake_hip_library);
-	EXPECT_EQ(hip.runtime_version(), GetParam());
-
-	std::vector<std::vector<char>> scattered(50);
-	std::vector<Buffer> bufs;
-	for (std::size_t i = 0; i < scattered.size(); i++) {
-		scattered[i].resize(1000 + 300 * i);
-		bufs.push_back({scattered[i].data(), scattered[i].size()});
-	}
-	Pages touching(4); /* two buffers sharing a page: one range */
-	bufs.push_back({touching.p, 2 * page + 10});
-	bufs.push_back({touching.p + 2 * page + 10, page});
-	Registration r = ctx_->register_buffers(bufs);
-	GpuMapping m = hip.map(r);
-
-	EXPECT_EQ(m.backend(), "hip");
-	EXPECT_EQ(m.kind(), GpuAddressKind::DevicePointer);
-	EXPECT_EQ(fake_hip_registered(), static_cast<int>(r.ranges().size()));
-	EXPECT_EQ(fake_hip_last_register_flags(), 0x1u | 0x2u) << "Portable | Mapped";
-	ASSERT_EQ(m.size(), bufs.size());
-	for (std::size_t i = 0; i < bufs.size(); i++) /* each at its offset in its range */
-		EXPECT_EQ(m.device_pointer<char>(i), device_address(bufs[i].ptr)) << "buffer " << i;
-	EXPECT_EQ(hip.classify(bufs[3].ptr), HipMemory::Host);
-
-	GpuMapping moved = std::move(m);
-	EXPECT_EQ(fake_hip_registered(), static_cast<int>(r.ranges().size()));
-	moved.reset();
-	EXPECT_EQ(fake_hip_registered(), 0);
-	EXPECT_EQ(hip.classify(bufs[3].ptr), HipMemory::Unknown);
-}
-
-TEST_P(FakeHip, RegistersTheBuffersBytesNotTheirWholePages)
-{
-	HipBackend hip(fake());
-	Pages pages(3);
-	char *first = pages.p + 100, *second = pages.p + page + 50;
-	Buffer bufs[] = {{first, page - 200}, {second, 1000}}; /* touching pages: one range */
-	Registration r = ctx_->register_buffers(bufs);
-	ASSERT_EQ(r.ranges().size(), 1u);
-	GpuMapping m = hip.map(r);
-
-	EXPECT_EQ(m.device_pointer<char>(0), device_address(first));
-	EXPECT_EQ(m.device_pointer<char>(1), device_address(second));
-	EXPECT_EQ(hip.classify(first), HipMemory::Host);
-	EXPECT_EQ(hip.classify(second + 999), HipMemory::Host);
-	EXPECT_EQ(hip.classify(pages.p), HipMemory::Unknown) << "before the first buffer";
-	EXPECT_EQ(hip.classify(second + 1000), HipMemory::Unknown) << "after the last one";
-	Buffer neighbour{pages.p, 100}; /* the rest of the page is free for another */
-	Registration other = ctx_->register_buffers({&neighbour, 1});
-	GpuMapping m2 = hip.map(other);
-	EXPECT_EQ(m2.device_pointer<char>(0), device_address(pages.p));
 }
 
 /* Six ranges, a page apart. */
@@ -173,40 +104,15 @@ struct SixRanges {
 			bufs.push_back({mem.p + 3 * i * page + 5, page});
 		reg.emplace(ctx.register_buffers(bufs));
 	}
-	Pages mem;
+	MappedPages mem;
 	std::vector<Buffer> bufs;
 	std::optional<Registration> reg;
 };
 
-TEST_P(FakeHip, RegisterFailingAtRangeKUnregistersRangesBeforeIt)
+TYPED_TEST(FakeHip, DevicePointerFailingAtRangeKUnregistersRangesUpToIt)
 {
-	HipBackend hip(fake());
-	SixRanges six(*ctx_);
-	const Registration &r = *six.reg;
-	ASSERT_EQ(r.ranges().size(), 6u);
-
-	for (int k = 0; k < 6; k++) {
-		fake_hip_fail_register_after(k, 2); /* hipErrorOutOfMemory */
-		Error e = expect_error([&] { (void)hip.map(r); });
-		EXPECT_EQ(e.err(), ENOMEM) << "k=" << k;
-		EXPECT_EQ(e.step(), Step::GpuMap);
-		EXPECT_EQ(e.driver_status(), 2);
-		EXPECT_TRUE(contains(e, "hipHostRegister of range " + std::to_string(k)))
-			<< e.what();
-		EXPECT_TRUE(contains(e, "hipErrorOutOfMemory (2)")) << e.what();
-		ASSERT_NE(e.buffer_index(), Error::no_index);
-		EXPECT_EQ(r.location(e.buffer_index()).range, static_cast<std::size_t>(k));
-		EXPECT_EQ(fake_hip_registered(), 0) << "k=" << k << ": not rolled back";
-		EXPECT_EQ(fake_hip_current_device(), 0);
-	}
-	GpuMapping m = hip.map(r); /* nothing stuck: it works now */
-	EXPECT_EQ(fake_hip_registered(), 6);
-}
-
-TEST_P(FakeHip, DevicePointerFailingAtRangeKUnregistersRangesUpToIt)
-{
-	HipBackend hip(fake());
-	SixRanges six(*ctx_);
+	HipBackend hip(TypeParam::options());
+	SixRanges six(*this->ctx_);
 	const Registration &r = *six.reg;
 
 	for (int k = 0; k < 6; k++) {
@@ -222,31 +128,13 @@ TEST_P(FakeHip, DevicePointerFailingAtRangeKUnregistersRangesUpToIt)
 	}
 }
 
-TEST_P(FakeHip, HostMemoryHipAllocatedIsUsedNotRegisteredAgain)
+TYPED_TEST(FakeHip, HostMemoryWithoutADevicePointerRollsBack)
 {
-	HipBackend hip(fake());
-	Pages hip_host(3), plain(2);
-	fake_hip_add_host_alloc(hip_host.p, hip_host.len);
-	Buffer bufs[] = {{plain.p, 100}, {hip_host.p + 64, 2 * page}};
-	Registration r = ctx_->register_buffers(bufs);
-
-	EXPECT_EQ(hip.classify(hip_host.p + page), HipMemory::Host);
-	{
-		GpuMapping m = hip.map(r);
-		EXPECT_EQ(fake_hip_registered(), 1) << "only the plain range is registered";
-		EXPECT_EQ(m.device_pointer<char>(1), device_address(hip_host.p + 64));
-	}
-	EXPECT_EQ(fake_hip_registered(), 0);
-	EXPECT_EQ(hip.classify(hip_host.p), HipMemory::Host) << "not ours to unregister";
-}
-
-TEST_P(FakeHip, HostMemoryWithoutADevicePointerRollsBack)
-{
-	HipBackend hip(fake());
-	Pages plain(2), hip_host(2);
+	HipBackend hip(TypeParam::options());
+	MappedPages plain(2), hip_host(2);
 	fake_hip_add_host_alloc(hip_host.p, hip_host.len);
 	Buffer bufs[] = {{plain.p, 100}, {hip_host.p, 100}};
-	Registration r = ctx_->register_buffers(bufs);
+	Registration r = this->ctx_->register_buffers(bufs);
 
 	fake_hip_fail_device_pointer_after(1, 1); /* the plain range's, then this one */
 	Error e = expect_error([&] { (void)hip.map(r); });
@@ -256,27 +144,13 @@ TEST_P(FakeHip, HostMemoryWithoutADevicePointerRollsBack)
 	EXPECT_EQ(fake_hip_registered(), 0);
 }
 
-TEST_P(FakeHip, ManagedMemoryIsItsOwnDevicePointer)
+TYPED_TEST(FakeHip, DeviceMemoryIsEINVALBeforeAnythingIsRegistered)
 {
-	HipBackend hip(fake());
-	Pages managed(2);
-	fake_hip_add_managed(managed.p, managed.len);
-	Buffer bufs[] = {{managed.p + 8, 100}};
-	Registration r = ctx_->register_buffers(bufs);
-	GpuMapping m = hip.map(r);
-
-	EXPECT_EQ(hip.classify(managed.p), HipMemory::Managed);
-	EXPECT_EQ(fake_hip_registered(), 0);
-	EXPECT_EQ(m.device_pointer<char>(0), managed.p + 8);
-}
-
-TEST_P(FakeHip, DeviceMemoryIsEINVALBeforeAnythingIsRegistered)
-{
-	HipBackend hip(fake());
-	Pages plain(2), device(2);
+	HipBackend hip(TypeParam::options());
+	MappedPages plain(2), device(2);
 	fake_hip_add_device(device.p, device.len);
 	Buffer bufs[] = {{plain.p, 100}, {device.p, 100}};
-	Registration r = ctx_->register_buffers(bufs);
+	Registration r = this->ctx_->register_buffers(bufs);
 
 	EXPECT_EQ(hip.classify(device.p), HipMemory::Device);
 	Error e = expect_error([&] { (void)hip.map(r); });
@@ -286,64 +160,17 @@ TEST_P(FakeHip, DeviceMemoryIsEINVALBeforeAnythingIsRegistered)
 	EXPECT_EQ(fake_hip_registered(), 0);
 }
 
-TEST_P(FakeHip, ARangeMixingHipHostAndPlainMemoryIsEEXIST)
+TYPED_TEST(FakeHip, ReadOnlyMemoryIsEACCESBeforeAnythingIsRegistered)
 {
-	HipBackend hip(fake());
-	Pages mem(6);
-	fake_hip_add_host_alloc(mem.p + 2 * page, 2 * page);
-	/* Touching buffers: one merged range, half of it HIP's. */
-	Buffer bufs[] = {{mem.p, 10}, {mem.p + 2 * page, 2 * page}, {mem.p + 4 * page, page}};
-	Registration r = ctx_->register_buffers(bufs);
-
-	Error e = expect_error([&] { (void)hip.map(r); });
-	EXPECT_EQ(e.err(), EEXIST);
-	EXPECT_EQ(e.buffer_index(), 2u);
-	EXPECT_TRUE(contains(e, "mixes HIP host memory")) << e.what();
-	EXPECT_EQ(fake_hip_registered(), 0) << "refused before registering anything";
-}
-
-TEST_P(FakeHip, MemoryRegisteredInsideARangeFailsItAndRollsBack)
-{
-	HipBackend hip(fake());
-	Pages mem(11);
-	char *big = mem.p + 3 * page;
-	/* HIP knows a page in the middle, where classification does not look. */
-	fake_hip_add_host_alloc(big + 4 * page, page);
-	Buffer bufs[] = {{mem.p, page}, {big, 8 * page}};
-	Registration r = ctx_->register_buffers(bufs);
-
-	Error e = expect_error([&] { (void)hip.map(r); });
-	EXPECT_EQ(e.err(), EEXIST);
-	EXPECT_EQ(e.driver_status(), 712);
-	EXPECT_TRUE(contains(e, "hipErrorHostMemoryAlreadyRegistered (712)")) << e.what();
-	EXPECT_EQ(e.buffer_index(), 1u);
-	EXPECT_EQ(fake_hip_registered(), 0);
-}
-
-TEST_P(FakeHip, ReadOnlyBuffersInWritableMemoryRegisterWithoutAReadOnlyFlag)
-{
-	HipBackend hip(fake());
-	Pages a(1);
-	Buffer ro[] = {{a.p, page, Access::ReadOnly}};
-	Registration r = ctx_->register_buffers(ro);
-	GpuMapping m = hip.map(r);
-
-	/* 0x08 is hipExtHostRegisterCoarseGrained on AMD: never passed. */
-	EXPECT_EQ(fake_hip_last_register_flags(), 0x1u | 0x2u);
-	EXPECT_EQ(fake_hip_registered(), 1);
-}
-
-TEST_P(FakeHip, ReadOnlyMemoryIsEACCESBeforeAnythingIsRegistered)
-{
-	HipBackend hip(fake());
-	Pages writable(2), readonly(3);
+	HipBackend hip(TypeParam::options());
+	MappedPages writable(2), readonly(3);
 	ASSERT_NE(readonly.p, nullptr);
 	std::memset(readonly.p, 7, readonly.len);
 	ASSERT_EQ(::mprotect(readonly.p, readonly.len, PROT_READ), 0);
 	Buffer bufs[] = {{writable.p, 100},
 			 {readonly.p, 10, Access::ReadOnly},
 			 {readonly.p + page, page, Access::ReadOnly}};
-	Registration r = ctx_->register_buffers(bufs);
+	Registration r = this->ctx_->register_buffers(bufs);
 
 	Error e = expect_error([&] { (void)hip.map(r); });
 	EXPECT_EQ(e.err(), EACCES);
@@ -353,13 +180,13 @@ TEST_P(FakeHip, ReadOnlyMemoryIsEACCESBeforeAnythingIsRegistered)
 	EXPECT_EQ(fake_hip_registered(), 0);
 }
 
-TEST_P(FakeHip, TheDeviceIsMadeCurrentAndRestored)
+TYPED_TEST(FakeHip, TheDeviceIsMadeCurrentAndRestored)
 {
-	fake_hip_reset(2, GetParam());
-	HipBackend hip(fake(1));
-	Pages a(2);
+	TypeParam::reset(2);
+	HipBackend hip(TypeParam::options(1));
+	MappedPages a(2);
 	Buffer bufs[] = {{a.p, 100}};
-	Registration r = ctx_->register_buffers(bufs);
+	Registration r = this->ctx_->register_buffers(bufs);
 	GpuMapping m = hip.map(r);
 
 	EXPECT_EQ(fake_hip_last_register_device(), 1);
@@ -369,20 +196,5 @@ TEST_P(FakeHip, TheDeviceIsMadeCurrentAndRestored)
 	EXPECT_EQ(fake_hip_current_device(), 0);
 }
 
-TEST_P(FakeHip, TheMappingOutlivesTheBackendAndTheRegistration)
-{
-	GpuMapping m;
-	Pages a(2);
-	{
-		HipBackend hip(fake());
-		Buffer bufs[] = {{a.p, a.len}};
-		Registration r = ctx_->register_buffers(bufs);
-		m = hip.map(r);
-	}
-	EXPECT_EQ(fake_hip_registered(), 1);
-	m.reset();
-	EXPECT_EQ(fake_hip_registered(), 0);
-}
-
 } // namespace
-} // namespace svmbatch
+} // namespace svmbatch::test

@@ -1,0 +1,343 @@
+// SPDX-License-Identifier: MIT
+// The tests that CudaBackend and HipBackend share, as a type-parameterized
+// suite over a fake runtime: both map through one skeleton
+// (src/gpu/host_register_map.hpp), so the loader's failure paths,
+// classification, byte spans, rollback and lifetime are checked once and
+// instantiated by cuda_backend_test.cpp and hip_backend_test.cpp, each
+// with its fake (F below).
+//
+// F, the fake's traits: Backend, Memory, words (RuntimeWords), label (the
+// instantiation's name); reset(devices), options(device); the fake's
+// controls (fail_register_after, add_host_alloc, add_managed, registered,
+// last_register_flags); device_address(host), the pointer the fake gives
+// for a registered host address; read_only_register_flags;
+// expect_opened(backend) and expect_balanced(), its own checks after
+// opening and after every call.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstddef>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <svmbatch/all.hpp>
+
+#include "expect_error.hpp"
+#include "test_util.hpp"
+
+namespace svmbatch::test {
+
+inline const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+
+/// Whether e's message says what.
+inline bool contains(const Error &e, const std::string &what)
+{
+	return std::string(e.what()).find(what) != std::string::npos;
+}
+
+/// What a runtime and its fake answer with, for the checks.
+struct RuntimeWords {
+	const char *backend; ///< name(): "cuda"
+	const char *runtime; ///< in messages: "CUDA"
+	const char *device_name; ///< the fake device's
+	const char *missing_library; ///< a library that is not there
+	const char *no_library; ///< the message then: "no CUDA driver"
+	const char *first_symbol; ///< the entry point a library must have first
+	const char *register_call; ///< "cuMemHostRegister"
+	const char *no_device; ///< the statuses' names with their codes: 100,
+	const char *out_of_memory; ///< 2,
+	const char *already_registered; ///< 712
+};
+
+/// A fresh fake with one device, a context, and the fake's own checks
+/// when the test ends.
+template <typename F> class FakeRuntimeTest : public ::testing::Test {
+protected:
+	void SetUp() override
+	{
+		F::reset(1);
+		ctx_.emplace(make_context());
+	}
+	void TearDown() override { F::expect_balanced(); }
+
+	std::optional<Context> ctx_;
+};
+
+/// A runtime whose fake counts the contexts retained (CUDA's primary
+/// context, which the backend and each mapping hold).
+template <typename F>
+concept CountsContexts = requires
+{
+	F::primary_retained();
+};
+
+/// Gives each fake's instantiation its label ("fake", "v5") as its name.
+struct FakeLabel {
+	template <typename F> static std::string GetName(int /*index*/) { return F::label; }
+};
+
+template <typename F> class HostRegisterBackend : public FakeRuntimeTest<F> {};
+
+TYPED_TEST_SUITE_P(HostRegisterBackend);
+
+TYPED_TEST_P(HostRegisterBackend, NoRuntimeLibraryIsENODEV)
+{
+	using F = TypeParam;
+	Error e = expect_error([] { typename F::Backend b({F::words.missing_library, 0}); });
+	EXPECT_EQ(e.err(), ENODEV);
+	EXPECT_EQ(e.step(), Step::GpuOpen);
+	EXPECT_TRUE(contains(e, F::words.no_library)) << e.what();
+	EXPECT_TRUE(contains(e, F::words.missing_library)) << e.what();
+}
+
+TYPED_TEST_P(HostRegisterBackend, ALibraryThatIsNotTheRuntimeIsENODEV)
+{
+	using F = TypeParam;
+	Error e = expect_error([] { typename F::Backend b({"libc.so.6", 0}); });
+	EXPECT_EQ(e.err(), ENODEV);
+	EXPECT_TRUE(contains(e, std::string("has no ") + F::words.first_symbol)) << e.what();
+}
+
+TYPED_TEST_P(HostRegisterBackend, NoDeviceIsENODEVWithTheRuntimesStatus)
+{
+	using F = TypeParam;
+	F::reset(0);
+	Error e = expect_error([] { typename F::Backend b(F::options()); });
+	EXPECT_EQ(e.err(), ENODEV);
+	EXPECT_EQ(e.step(), Step::GpuOpen);
+	EXPECT_EQ(e.driver_status(), 100);
+	EXPECT_TRUE(contains(e, F::words.no_device)) << e.what();
+	F::expect_balanced();
+
+	F::reset(1);
+	e = expect_error([] { typename F::Backend b(F::options(3)); });
+	EXPECT_EQ(e.err(), ENODEV);
+	EXPECT_TRUE(contains(e, std::string("no ") + F::words.runtime + " device 3 (1 present)"))
+		<< e.what();
+	if constexpr (CountsContexts<F>) {
+		EXPECT_EQ(F::primary_retained(), 0);
+	}
+}
+
+TYPED_TEST_P(HostRegisterBackend, MapsEveryBufferOnceAndUnregistersOnDestruction)
+{
+	using F = TypeParam;
+	typename F::Backend gpu(F::options());
+	EXPECT_STREQ(gpu.name(), F::words.backend);
+	EXPECT_EQ(gpu.device_name(), F::words.device_name);
+	F::expect_opened(gpu);
+
+	std::vector<std::vector<char>> scattered(50);
+	std::vector<Buffer> bufs;
+	for (std::size_t i = 0; i < scattered.size(); i++) {
+		scattered[i].resize(1000 + 300 * i);
+		bufs.push_back({scattered[i].data(), scattered[i].size()});
+	}
+	MappedPages touching(4); /* two buffers sharing a page: one range */
+	bufs.push_back({touching.p, 2 * page + 10});
+	bufs.push_back({touching.p + 2 * page + 10, page});
+	Registration r = this->ctx_->register_buffers(bufs);
+	GpuMapping m = gpu.map(r);
+
+	EXPECT_EQ(m.backend(), F::words.backend);
+	EXPECT_EQ(m.kind(), GpuAddressKind::DevicePointer);
+	EXPECT_EQ(F::registered(), static_cast<int>(r.ranges().size()));
+	EXPECT_EQ(F::last_register_flags(), 0x1u | 0x2u) << "portable, mapped to the device";
+	ASSERT_EQ(m.size(), bufs.size());
+	for (std::size_t i = 0; i < bufs.size(); i++) /* each at its offset in its range */
+		EXPECT_EQ(m.device_pointer<char>(i), F::device_address(bufs[i].ptr))
+			<< "buffer " << i;
+	EXPECT_EQ(gpu.classify(bufs[3].ptr), F::Memory::Host);
+
+	GpuMapping moved = std::move(m);
+	EXPECT_EQ(F::registered(), static_cast<int>(r.ranges().size()));
+	moved.reset();
+	EXPECT_EQ(F::registered(), 0);
+	EXPECT_EQ(gpu.classify(bufs[3].ptr), F::Memory::Unknown);
+}
+
+TYPED_TEST_P(HostRegisterBackend, RegistersTheBuffersBytesNotTheirWholePages)
+{
+	using F = TypeParam;
+	typename F::Backend gpu(F::options());
+	MappedPages pages(3);
+	char *first = pages.p + 100, *second = pages.p + page + 50;
+	Buffer bufs[] = {{first, page - 200}, {second, 1000}}; /* one range */
+	Registration r = this->ctx_->register_buffers(bufs);
+	ASSERT_EQ(r.ranges().size(), 1u);
+	GpuMapping m = gpu.map(r);
+
+	EXPECT_EQ(m.device_pointer<char>(0), F::device_address(first));
+	EXPECT_EQ(m.device_pointer<char>(1), F::device_address(second));
+	EXPECT_EQ(gpu.classify(first), F::Memory::Host);
+	EXPECT_EQ(gpu.classify(second + 999), F::Memory::Host);
+	EXPECT_EQ(gpu.classify(pages.p), F::Memory::Unknown) << "before the first buffer";
+	EXPECT_EQ(gpu.classify(second + 1000), F::Memory::Unknown) << "after the last one";
+	/* The rest of the first page is free for another registration. */
+	Buffer neighbour{pages.p, 100};
+	Registration other = this->ctx_->register_buffers({&neighbour, 1});
+	GpuMapping m2 = gpu.map(other);
+	EXPECT_EQ(m2.device_pointer<char>(0), F::device_address(pages.p));
+}
+
+TYPED_TEST_P(HostRegisterBackend, RegisterFailingAtRangeKUnregistersRangesBeforeIt)
+{
+	using F = TypeParam;
+	typename F::Backend gpu(F::options());
+	MappedPages mem(18);
+	std::vector<Buffer> bufs;
+	for (std::size_t i = 0; i < 6; i++) /* a page apart: 6 ranges */
+		bufs.push_back({mem.p + 3 * i * page + 5, page});
+	Registration r = this->ctx_->register_buffers(bufs);
+	ASSERT_EQ(r.ranges().size(), 6u);
+
+	for (int k = 0; k < 6; k++) {
+		F::fail_register_after(k, 2); /* out of memory */
+		Error e = expect_error([&] { (void)gpu.map(r); });
+		EXPECT_EQ(e.err(), ENOMEM) << "k=" << k;
+		EXPECT_EQ(e.step(), Step::GpuMap);
+		EXPECT_EQ(e.driver_status(), 2);
+		EXPECT_TRUE(contains(e, std::string(F::words.register_call) + " of range " +
+						std::to_string(k)))
+			<< e.what();
+		EXPECT_TRUE(contains(e, F::words.out_of_memory)) << e.what();
+		/* The buffer to blame lies in range k. */
+		ASSERT_NE(e.buffer_index(), Error::no_index);
+		EXPECT_EQ(r.location(e.buffer_index()).range, static_cast<std::size_t>(k));
+		EXPECT_EQ(F::registered(), 0) << "k=" << k << ": not rolled back";
+		F::expect_balanced();
+	}
+	GpuMapping m = gpu.map(r); /* nothing stuck: it works now */
+	EXPECT_EQ(F::registered(), 6);
+}
+
+TYPED_TEST_P(HostRegisterBackend, HostMemoryTheRuntimeAllocatedIsUsedNotRegisteredAgain)
+{
+	using F = TypeParam;
+	typename F::Backend gpu(F::options());
+	MappedPages runtime_host(3), plain(2);
+	F::add_host_alloc(runtime_host.p, runtime_host.len);
+	Buffer bufs[] = {{plain.p, 100}, {runtime_host.p + 64, 2 * page}};
+	Registration r = this->ctx_->register_buffers(bufs);
+
+	EXPECT_EQ(gpu.classify(runtime_host.p + page), F::Memory::Host);
+	{
+		GpuMapping m = gpu.map(r);
+		EXPECT_EQ(F::registered(), 1) << "only the plain range is registered";
+		EXPECT_EQ(m.device_pointer<char>(1), F::device_address(runtime_host.p + 64));
+	}
+	EXPECT_EQ(F::registered(), 0);
+	EXPECT_EQ(gpu.classify(runtime_host.p), F::Memory::Host) << "not ours to unregister";
+}
+
+TYPED_TEST_P(HostRegisterBackend, ManagedMemoryIsItsOwnDevicePointer)
+{
+	using F = TypeParam;
+	typename F::Backend gpu(F::options());
+	MappedPages managed(2);
+	F::add_managed(managed.p, managed.len);
+	Buffer bufs[] = {{managed.p + 8, 100}};
+	Registration r = this->ctx_->register_buffers(bufs);
+	GpuMapping m = gpu.map(r);
+
+	EXPECT_EQ(gpu.classify(managed.p), F::Memory::Managed);
+	EXPECT_EQ(F::registered(), 0);
+	EXPECT_EQ(m.device_pointer<char>(0), managed.p + 8);
+}
+
+TYPED_TEST_P(HostRegisterBackend, ARangeMixingTheRuntimesHostAndPlainMemoryIsEEXIST)
+{
+	using F = TypeParam;
+	typename F::Backend gpu(F::options());
+	MappedPages mem(6);
+	F::add_host_alloc(mem.p + 2 * page, 2 * page);
+	/* Touching buffers: one merged range, half of it the runtime's. */
+	Buffer bufs[] = {{mem.p, 10}, {mem.p + 2 * page, 2 * page}, {mem.p + 4 * page, page}};
+	Registration r = this->ctx_->register_buffers(bufs);
+
+	Error e = expect_error([&] { (void)gpu.map(r); });
+	EXPECT_EQ(e.err(), EEXIST);
+	EXPECT_EQ(e.buffer_index(), 2u);
+	EXPECT_EQ(r.ranges().size(), 2u);
+	EXPECT_TRUE(contains(e, std::string("mixes ") + F::words.runtime + " host memory"))
+		<< e.what();
+	EXPECT_EQ(F::registered(), 0) << "refused before registering anything";
+}
+
+TYPED_TEST_P(HostRegisterBackend, MemoryRegisteredInsideARangeFailsItAndRollsBack)
+{
+	using F = TypeParam;
+	typename F::Backend gpu(F::options());
+	MappedPages mem(11);
+	char *big = mem.p + 3 * page;
+	/* The runtime knows a page in the middle, where classification does not look. */
+	F::add_host_alloc(big + 4 * page, page);
+	Buffer bufs[] = {{mem.p, page}, {big, 8 * page}};
+	Registration r = this->ctx_->register_buffers(bufs);
+
+	Error e = expect_error([&] { (void)gpu.map(r); });
+	EXPECT_EQ(e.err(), EEXIST);
+	EXPECT_EQ(e.driver_status(), 712);
+	EXPECT_TRUE(contains(e, F::words.already_registered)) << e.what();
+	EXPECT_EQ(e.buffer_index(), 1u);
+	EXPECT_EQ(F::registered(), 0);
+}
+
+TYPED_TEST_P(HostRegisterBackend, ReadOnlyRangesRegisterWithTheRuntimesReadOnlyFlags)
+{
+	using F = TypeParam;
+	typename F::Backend gpu(F::options());
+	MappedPages a(1), b(1);
+	Buffer ro[] = {{a.p, page, Access::ReadOnly}};
+	Buffer rw[] = {{b.p, page, Access::ReadWrite}};
+	Registration r1 = this->ctx_->register_buffers(ro);
+	Registration r2 = this->ctx_->register_buffers(rw);
+
+	F::expect_opened(gpu);
+	GpuMapping m1 = gpu.map(r1);
+	EXPECT_EQ(F::last_register_flags(), F::read_only_register_flags);
+	EXPECT_EQ(F::registered(), 1);
+	GpuMapping m2 = gpu.map(r2);
+	EXPECT_EQ(F::last_register_flags(), 0x1u | 0x2u);
+}
+
+TYPED_TEST_P(HostRegisterBackend, TheMappingOutlivesTheBackendAndTheRegistration)
+{
+	using F = TypeParam;
+	GpuMapping m;
+	MappedPages a(2);
+	{
+		typename F::Backend gpu(F::options());
+		Buffer bufs[] = {{a.p, a.len}};
+		Registration r = this->ctx_->register_buffers(bufs);
+		m = gpu.map(r);
+	}
+	EXPECT_EQ(F::registered(), 1);
+	if constexpr (CountsContexts<F>) {
+		EXPECT_EQ(F::primary_retained(), 1) << "the mapping holds the context";
+	}
+	m.reset();
+	EXPECT_EQ(F::registered(), 0);
+	if constexpr (CountsContexts<F>) {
+		EXPECT_EQ(F::primary_retained(), 0);
+	}
+}
+
+REGISTER_TYPED_TEST_SUITE_P(HostRegisterBackend, NoRuntimeLibraryIsENODEV,
+			    ALibraryThatIsNotTheRuntimeIsENODEV,
+			    NoDeviceIsENODEVWithTheRuntimesStatus,
+			    MapsEveryBufferOnceAndUnregistersOnDestruction,
+			    RegistersTheBuffersBytesNotTheirWholePages,
+			    RegisterFailingAtRangeKUnregistersRangesBeforeIt,
+			    HostMemoryTheRuntimeAllocatedIsUsedNotRegisteredAgain,
+			    ManagedMemoryIsItsOwnDevicePointer,
+			    ARangeMixingTheRuntimesHostAndPlainMemoryIsEEXIST,
+			    MemoryRegisteredInsideARangeFailsItAndRollsBack,
+			    ReadOnlyRangesRegisterWithTheRuntimesReadOnlyFlags,
+			    TheMappingOutlivesTheBackendAndTheRegistration);
+
+} // namespace svmbatch::test
