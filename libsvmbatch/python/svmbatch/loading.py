@@ -167,9 +167,10 @@ def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chu
             ring.close()
 
 
-def load_safetensors(path, device="cuda", dtype=None, *, threads=0, context=None,
+def load_safetensors(path, device="cpu", dtype=None, *, threads=0, context=None,
                      staging_bytes=256 << 20, chunk_bytes=8 << 20, staged=None):
-    """Load a safetensors file: a dict name -> tensor on device, equal to
+    """Load a safetensors file: a dict name -> tensor on device (the CPU
+    unless told, as safetensors), equal to
     safetensors.torch.load_file(path, device).  The file is parsed here
     (hostile files raise ValueError), read with READ_FIXED on several
     cores (threads: 0 = the CPUs, at most 16); for CUDA through a ring of

@@ -73,6 +73,14 @@ def test_load_a_minimal_writer_file(tmp_path, baseline):
     assert_same(sbt.load_safetensors(str(path), device="cpu"), sample())
 
 
+def test_the_device_defaults_to_the_cpu_as_in_safetensors(tmp_path, baseline):
+    path = tmp_path / "d.safetensors"
+    write_minimal(path, sample())
+    got = sbt.load_safetensors(str(path))
+    assert all(t.device.type == "cpu" for t in got.values())
+    assert_same(got, sample())
+
+
 def test_save_then_load_and_dtype_conversion(tmp_path, baseline):
     path = str(tmp_path / "s.safetensors")
     sbt.save_safetensors(sample(), path, metadata={"format": "pt"}, fsync=True)
