@@ -3,6 +3,8 @@
 a tensor's storage, errors renamed after the tensor, the dtype tables.
 Private: svmbatch.torch re-exports the public names."""
 
+import errno as _errno
+
 import torch as _torch
 
 from . import _svmbatch
@@ -20,11 +22,39 @@ def default_context():
     return _context
 
 
+def _cuda_absent():
+    """Why torch cannot use CUDA here, or None where it can."""
+    if _torch.cuda.is_available():
+        return None
+    why = "torch has no CUDA" if _torch.version.cuda is None else "no CUDA device"
+    return f"CUDA is absent: {why} (torch {_torch.__version__})"
+
+
+def no_cuda(message):
+    """The svmbatch.Error of a CUDA device asked for where there is none."""
+    return error_class(_errno.ENODEV)(_errno.ENODEV, message, "gpu-open", None, 0)
+
+
+def cuda_device(device, what):
+    """device (a CUDA torch.device) with its index, where torch reaches it;
+    else svmbatch.Error ENODEV (step "gpu-open") saying why, not torch's
+    AssertionError or RuntimeError."""
+    reason = _cuda_absent()
+    if reason is not None:
+        raise no_cuda(f"{what}: device {device}: {reason}")
+    count = _torch.cuda.device_count()
+    index = _torch.cuda.current_device() if device.index is None else device.index
+    if index >= count:
+        raise no_cuda(f"{what}: device {device}: torch sees {count} CUDA device"
+                      f"{'' if count == 1 else 's'}")
+    return _torch.device("cuda", index)
+
+
 def cuda_backend(device=None):
     """(CudaBackend, None) for torch's CUDA device, or (None, why not)."""
-    if not _torch.cuda.is_available():
-        why = "torch has no CUDA" if _torch.version.cuda is None else "no CUDA device"
-        return None, f"CUDA is absent: {why} (torch {_torch.__version__})"
+    reason = _cuda_absent()
+    if reason is not None:
+        return None, reason
     if getattr(_svmbatch, "CudaBackend", None) is None:
         return None, "CUDA is absent: this svmbatch was built without its CUDA backend"
     index = _torch.device("cuda", _torch.cuda.current_device()).index if device is None \
@@ -42,7 +72,7 @@ def resolve_cuda(cuda):
         return None, "CUDA not asked for (cuda=False)"
     backend, reason = cuda_backend()
     if backend is None and cuda:
-        raise error_class(19)(19, reason, "gpu-open", None, 0)  # ENODEV
+        raise no_cuda(reason)
     return backend, reason
 
 

@@ -11,7 +11,7 @@ import torch as _torch
 
 from . import _svmbatch
 from ._errors import io_error
-from ._torch_common import bytes_of, cuda_backend, torch_dtype
+from ._torch_common import bytes_of, cuda_backend, cuda_device, no_cuda, torch_dtype
 from .arena import Arena
 from .pinning import _register_tensors
 from .safetensors_format import read_header
@@ -94,7 +94,7 @@ def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chu
     if cuda:
         backend, reason = cuda_backend()
         if backend is None:
-            raise RuntimeError(f"{path}: device cuda: {reason}")
+            raise no_cuda(f"{path}: device cuda: {reason}")
     stream = _torch.cuda.current_stream() if cuda else None
     flat = {e.name: bytes_of(outputs[e.name]) for e in header.entries if e.nbytes}
     order = [e for e in header.entries if e.nbytes]
@@ -179,11 +179,12 @@ def load_safetensors(path, device="cpu", dtype=None, *, threads=0, context=None,
     dtype converts the floating-point tensors after loading.  staged=True
     loads CPU tensors through the staging ring too (staged=None: for CUDA
     only)."""
-    device = _torch.device(device)
-    if device.type == "cuda" and device.index is None:
-        device = _torch.device("cuda", _torch.cuda.current_device())
+    # An int is a CUDA device, as for safetensors and torch.
+    device = _torch.device("cuda", device) if isinstance(device, int) else _torch.device(device)
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"device {device}: cpu or cuda")
+    if device.type == "cuda":
+        device = cuda_device(device, path)
     fd = _os.open(path, _os.O_RDONLY | _os.O_CLOEXEC)
     try:
         header = read_header(fd, path)

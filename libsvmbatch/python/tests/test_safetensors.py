@@ -3,6 +3,7 @@
 writer of this test (not ours, not the safetensors package's) and against
 the safetensors package itself; every kind of hostile file."""
 
+import errno
 import json
 import os
 import struct
@@ -12,8 +13,9 @@ import pytest
 # torch is required (make check: Debian's python3-torch): an import
 # failure is a collection error, never a skip of the whole file.
 import torch  # noqa: E402
+import svmbatch  # noqa: E402
 import svmbatch.torch as sbt  # noqa: E402
-from conftest import needs_cuda  # noqa: E402
+from conftest import has_cuda, needs_cuda  # noqa: E402
 from svmbatch.safetensors_format import FormatError  # noqa: E402
 
 # The minimal writer: names, dtypes and raw bytes, laid out in the given order.
@@ -79,6 +81,19 @@ def test_the_device_defaults_to_the_cpu_as_in_safetensors(tmp_path, baseline):
     got = sbt.load_safetensors(str(path))
     assert all(t.device.type == "cpu" for t in got.values())
     assert_same(got, sample())
+
+
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", 0, "cuda:99"], ids=str)
+def test_cuda_where_torch_has_none_is_an_svmbatch_error(tmp_path, baseline, device):
+    if has_cuda() and device != "cuda:99":
+        pytest.skip("torch has a CUDA device here: only a missing one is tested")
+    path = tmp_path / "d.safetensors"
+    write_minimal(path, sample())
+    with pytest.raises(svmbatch.Error) as e:
+        sbt.load_safetensors(str(path), device=device)
+    assert e.value.errno == errno.ENODEV and e.value.step == "gpu-open"
+    assert str(path) in str(e.value)
+    assert ("torch sees" if has_cuda() else "CUDA is absent") in str(e.value)
 
 
 def test_save_then_load_and_dtype_conversion(tmp_path, baseline):
