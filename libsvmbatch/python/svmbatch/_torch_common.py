@@ -88,25 +88,55 @@ def renamed(e, index, what):
                                 e.driver_status)
 
 
-# safetensors dtype -> torch dtype (None where this torch lacks it)
+# safetensors dtype -> the name of the torch dtype safetensors 0.8 maps it
+# to (None: torch has none).  A torch that lacks a name lacks the dtype
+# (float8 came in 2.1, uint16/32/64 in 2.3, float4 in 2.8).
 ST_DTYPES = {
-    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "I32": "int32",
-    "I64": "int64", "F16": "float16", "BF16": "bfloat16", "F32": "float32",
-    "F64": "float64", "U16": "uint16", "U32": "uint32", "U64": "uint64",
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
+    "I32": "int32", "U32": "uint32", "I64": "int64", "U64": "uint64",
+    "F16": "float16", "BF16": "bfloat16", "F32": "float32", "F64": "float64",
+    "C64": "complex64",
     "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2",
+    "F8_E4M3FNUZ": "float8_e4m3fnuz", "F8_E5M2FNUZ": "float8_e5m2fnuz",
+    "F8_E8M0": "float8_e8m0fnu",
+    "F4": "float4_e2m1fn_x2",  # two F4 per byte: the last dimension is halved
+    "F6_E2M3": None, "F6_E3M2": None,
 }
 TORCH_TO_ST = {}
 for _st, _name in ST_DTYPES.items():
-    if hasattr(_torch, _name):
+    if _name is not None and hasattr(_torch, _name):
         TORCH_TO_ST[getattr(_torch, _name)] = _st
+# torch dtypes that hold two of the file's elements in each element.
+PACKED = {d for d, st in TORCH_TO_ST.items() if st == "F4"}
 
 
 def torch_dtype(entry, path):
-    dtype = getattr(_torch, ST_DTYPES[entry.dtype], None)
+    """The torch dtype and shape of entry (a safetensors_format.Entry)."""
+    name = ST_DTYPES[entry.dtype]
+    dtype = getattr(_torch, name, None) if name is not None else None
+    where = f"{path}: tensor {entry.name!r}: dtype {entry.dtype}"
     if dtype is None:
-        raise ValueError(f"{path}: tensor {entry.name!r}: dtype {entry.dtype} is not "
-                         f"supported by torch {_torch.__version__}")
-    return dtype
+        raise ValueError(f"{where} is not supported by torch {_torch.__version__}")
+    shape = entry.shape
+    if dtype in PACKED:
+        if not shape or shape[-1] % 2:
+            raise ValueError(f"{where}: shape {list(shape)} has no even last dimension to "
+                             f"pack as {dtype}")
+        shape = shape[:-1] + (shape[-1] // 2,)
+    return dtype, shape
+
+
+def st_dtype(t, name):
+    """(safetensors dtype, header shape) of tensor t."""
+    st = TORCH_TO_ST.get(t.dtype)
+    if st is None:
+        raise ValueError(f"{name!r}: dtype {t.dtype} has no safetensors name")
+    shape = tuple(t.shape)
+    if t.dtype in PACKED:
+        if not shape:
+            raise ValueError(f"{name!r}: a {t.dtype} scalar has no last dimension to unpack")
+        shape = shape[:-1] + (shape[-1] * 2,)
+    return st, shape
 
 
 def bytes_of(t):

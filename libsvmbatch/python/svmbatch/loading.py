@@ -11,7 +11,7 @@ import torch as _torch
 
 from . import _svmbatch
 from ._errors import io_error
-from ._torch_common import bytes_of, cuda_backend, cuda_device, no_cuda, torch_dtype
+from ._torch_common import PACKED, bytes_of, cuda_backend, cuda_device, no_cuda, torch_dtype
 from .arena import Arena
 from .pinning import _register_tensors
 from .safetensors_format import read_header
@@ -188,8 +188,10 @@ def load_safetensors(path, device="cpu", dtype=None, *, threads=0, context=None,
     fd = _os.open(path, _os.O_RDONLY | _os.O_CLOEXEC)
     try:
         header = read_header(fd, path)
-        outputs = {e.name: _torch.empty(e.shape, dtype=torch_dtype(e, path), device=device)
-                   for e in header.entries}
+        outputs = {}
+        for e in header.entries:
+            kind, shape = torch_dtype(e, path)
+            outputs[e.name] = _torch.empty(shape, dtype=kind, device=device)
         if device.type == "cuda":
             with _torch.cuda.device(device):
                 _load_staged(fd, header, outputs, path, threads, context, staging_bytes,
@@ -202,5 +204,7 @@ def load_safetensors(path, device="cpu", dtype=None, *, threads=0, context=None,
     finally:
         _os.close(fd)
     if dtype is not None:
-        outputs = {k: (v.to(dtype) if v.is_floating_point() else v) for k, v in outputs.items()}
+        # Packed float4 pairs have no elementwise conversion.
+        outputs = {k: (v.to(dtype) if v.is_floating_point() and v.dtype not in PACKED else v)
+                   for k, v in outputs.items()}
     return outputs

@@ -15,19 +15,26 @@ import os as _os
 import struct as _struct
 from dataclasses import dataclass as _dataclass
 
-__all__ = ["ITEM_BYTES", "MAX_HEADER_BYTES", "Entry", "FormatError", "Header", "encode_header",
-           "read_header"]
+__all__ = ["ITEM_BITS", "ITEM_BYTES", "MAX_HEADER_BYTES", "Entry", "FormatError", "Header",
+           "encode_header", "read_header"]
 
 #: Largest header accepted (the safetensors package's own limit).
 MAX_HEADER_BYTES = 100 << 20
 
-#: dtype string -> bytes per element
-ITEM_BYTES = {
-    "BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1,
-    "I16": 2, "U16": 2, "F16": 2, "BF16": 2,
-    "I32": 4, "U32": 4, "F32": 4,
-    "I64": 8, "U64": 8, "F64": 8,
+#: dtype string -> bits per element: every dtype of the format as the
+#: safetensors package 0.8 reads and writes it.  F4 and the F6 types pack
+#: elements into bytes; a tensor of them must fill whole bytes.
+ITEM_BITS = {
+    "BOOL": 8, "U8": 8, "I8": 8,
+    "F8_E4M3": 8, "F8_E5M2": 8, "F8_E4M3FNUZ": 8, "F8_E5M2FNUZ": 8, "F8_E8M0": 8,
+    "F4": 4, "F6_E2M3": 6, "F6_E3M2": 6,
+    "I16": 16, "U16": 16, "F16": 16, "BF16": 16,
+    "I32": 32, "U32": 32, "F32": 32,
+    "I64": 64, "U64": 64, "F64": 64, "C64": 64,
 }
+
+#: dtype string -> bytes per element, for the dtypes of whole bytes.
+ITEM_BYTES = {name: bits // 8 for name, bits in ITEM_BITS.items() if bits % 8 == 0}
 
 
 class FormatError(ValueError):
@@ -80,7 +87,7 @@ def _entry(path, name, spec):
     if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
         raise FormatError(f"{where}: expected dtype, shape and data_offsets, got {spec!r:.200}")
     dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
-    if dtype not in ITEM_BYTES:
+    if dtype not in ITEM_BITS:
         raise FormatError(f"{where}: unknown dtype {dtype!r}")
     if (not isinstance(shape, list) or
             not all(isinstance(d, int) and not isinstance(d, bool) and d >= 0 for d in shape)):
@@ -94,8 +101,11 @@ def _entry(path, name, spec):
     elements = 1
     for d in shape:
         elements *= d
-    if elements * ITEM_BYTES[dtype] != end - begin:
-        raise FormatError(f"{where}: shape {shape} x {dtype} is {elements * ITEM_BYTES[dtype]} "
+    bits = elements * ITEM_BITS[dtype]
+    if bits % 8:
+        raise FormatError(f"{where}: shape {shape} x {dtype} is {bits} bits, not whole bytes")
+    if bits // 8 != end - begin:
+        raise FormatError(f"{where}: shape {shape} x {dtype} is {bits // 8} "
                           f"bytes, data_offsets span {end - begin}")
     return Entry(name, dtype, tuple(shape), begin, end)
 

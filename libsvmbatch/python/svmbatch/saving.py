@@ -8,7 +8,7 @@ import torch as _torch
 
 from . import _svmbatch
 from ._errors import io_error
-from ._torch_common import TORCH_TO_ST, default_context
+from ._torch_common import default_context, st_dtype
 from .safetensors_format import encode_header
 
 __all__ = ["save_safetensors"]
@@ -22,17 +22,16 @@ def save_safetensors(tensors, path, metadata=None, *, fsync=False, threads=0, co
     if not isinstance(tensors, dict):
         raise TypeError("tensors must be a dict of name -> tensor")
     cpu = {}
+    kinds = {}
     for name in sorted(tensors):
         t = tensors[name]
         if not isinstance(name, str) or not isinstance(t, _torch.Tensor):
             raise TypeError(f"{name!r}: expected str -> torch.Tensor")
-        if t.dtype not in TORCH_TO_ST:
-            raise ValueError(f"{name!r}: dtype {t.dtype} has no safetensors name")
+        kinds[name] = st_dtype(t, name)
         cpu[name] = t.detach().to("cpu").contiguous()
     names = list(cpu)
-    head, spans = encode_header([(n, TORCH_TO_ST[cpu[n].dtype], tuple(cpu[n].shape),
-                                  cpu[n].numel() * cpu[n].element_size()) for n in names],
-                                metadata)
+    head, spans = encode_header([(n, *kinds[n], cpu[n].numel() * cpu[n].element_size())
+                                 for n in names], metadata)
     head = bytearray(head)
     data = [(n, begin, end) for n, begin, end in spans if end > begin]
     buffers = [head] + [(cpu[n].data_ptr(), end - begin, True) for n, begin, end in data]

@@ -14,7 +14,7 @@ PUBLIC = {
     "svmbatch.arena": {"Arena"},
     "svmbatch.loading": {"load_safetensors", "release_staging"},
     "svmbatch.saving": {"save_safetensors"},
-    "svmbatch.safetensors_format": {"Entry", "FormatError", "Header", "ITEM_BYTES",
+    "svmbatch.safetensors_format": {"Entry", "FormatError", "Header", "ITEM_BITS", "ITEM_BYTES",
                                     "MAX_HEADER_BYTES", "encode_header", "read_header"},
     "svmbatch.torch": {"Arena", "Pinned", "cuda_backend", "default_context",
                        "load_safetensors", "pin", "release_staging", "save_safetensors"},

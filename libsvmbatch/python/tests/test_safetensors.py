@@ -138,6 +138,75 @@ def test_the_reference_reads_ours_and_we_read_the_reference(tmp_path):
     assert_same(sbt.load_safetensors(theirs, device="cpu"), st.load_file(theirs))
 
 
+# Every dtype of the format as safetensors 0.8 names it, and the torch
+# dtype it maps it to (None: none in any torch).
+ST_TORCH = {
+    "BOOL": "bool", "U8": "uint8", "I8": "int8", "I16": "int16", "U16": "uint16",
+    "I32": "int32", "U32": "uint32", "I64": "int64", "U64": "uint64", "F16": "float16",
+    "BF16": "bfloat16", "F32": "float32", "F64": "float64", "C64": "complex64",
+    "F8_E4M3": "float8_e4m3fn", "F8_E5M2": "float8_e5m2", "F8_E4M3FNUZ": "float8_e4m3fnuz",
+    "F8_E5M2FNUZ": "float8_e5m2fnuz", "F8_E8M0": "float8_e8m0fnu", "F4": "float4_e2m1fn_x2",
+    "F6_E2M3": None, "F6_E3M2": None,
+}
+
+
+def patterned(dtype, shape):
+    """A tensor of dtype whose bytes are all different-ish (bool: 0 and 1)."""
+    item = torch.empty((), dtype=dtype).element_size()
+    n = item
+    for d in shape:
+        n *= d
+    raw = (torch.arange(n, dtype=torch.int64) * 37 + 11) % 251
+    raw = (raw % 2 if dtype == torch.bool else raw).to(torch.uint8)
+    return raw.view(dtype).reshape(shape) if n else torch.empty(shape, dtype=dtype)
+
+
+def header_of(path):
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        doc = json.loads(f.read(n))
+    doc.pop("__metadata__", None)
+    return {k: (v["dtype"], v["shape"]) for k, v in doc.items()}
+
+
+def test_the_dtype_table_is_the_format_s():
+    from svmbatch.safetensors_format import ITEM_BITS
+    assert set(ITEM_BITS) == set(ST_TORCH)
+
+
+@pytest.mark.parametrize("staged", [False, True], ids=["direct", "staged"])
+@pytest.mark.parametrize("code", [c for c, n in ST_TORCH.items() if n])
+def test_every_dtype_round_trips_with_safetensors(tmp_path, baseline, code, staged):
+    import safetensors.torch as st  # required: tools/python-deps.sh
+    dtype = getattr(torch, ST_TORCH[code], None)
+    if dtype is None:
+        pytest.skip(f"torch {torch.__version__} has no torch.{ST_TORCH[code]} for {code}")
+    tensors = {"m": patterned(dtype, (5, 6)), "v": patterned(dtype, (10,)),
+               "e": patterned(dtype, (0, 2))}
+    if code != "F4":  # a scalar has no last dimension to pack two F4 into
+        tensors["s"] = patterned(dtype, ())
+    theirs, ours = str(tmp_path / "theirs.safetensors"), str(tmp_path / "ours.safetensors")
+    st.save_file(tensors, theirs)
+    assert {v[0] for v in header_of(theirs).values()} == {code}
+    got = sbt.load_safetensors(theirs, staged=staged, staging_bytes=2 << 20,
+                               chunk_bytes=1 << 20)
+    assert_same(got, st.load_file(theirs))
+    assert_same(got, tensors)
+    sbt.save_safetensors(tensors, ours)
+    assert header_of(ours) == header_of(theirs)
+    assert_same(st.load_file(ours), tensors)
+
+
+@pytest.mark.parametrize("code", [c for c, n in ST_TORCH.items() if not n])
+def test_a_dtype_torch_lacks_is_parsed_then_refused(tmp_path, baseline, code):
+    path = tmp_path / "f6.safetensors"
+    write_minimal(path, {}, header_override={"a": entry(code, [2, 4], 0, 6)})
+    with open(path, "ab") as f:
+        f.write(bytes(6))
+    with pytest.raises(ValueError, match=f"dtype {code} is not supported by torch"):
+        sbt.load_safetensors(str(path))
+
+
 def test_save_refuses_bad_input(tmp_path):
     with pytest.raises(TypeError):
         sbt.save_safetensors([torch.ones(1)], str(tmp_path / "x"))
@@ -168,6 +237,7 @@ HOSTILE_HEADERS = {
     "a hole": ({"a": entry("F32", [1], 0, 4), "b": entry("F32", [1], 8, 12)}, 12, "hole"),
     "trailing bytes": ({"a": entry("F32", [1], 0, 4)}, 12, "after the last tensor"),
     "shape x dtype": ({"a": entry("F32", [3], 0, 8)}, 8, "shape"),
+    "F4 of half a byte": ({"a": entry("F4", [3], 0, 2)}, 2, "not whole bytes"),
     "negative dim": ({"a": entry("F32", [-1], 0, 4)}, 4, "shape"),
     "bad offsets": ({"a": entry("F32", [1], "0", 4)}, 4, "data_offsets"),
     "missing key": ({"a": {"dtype": "F32", "shape": [1]}}, 4, "expected"),
