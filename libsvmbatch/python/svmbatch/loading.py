@@ -46,7 +46,7 @@ class _Staging:
     def __init__(self, key, nbytes, context, cuda, threads):
         self.key = key
         self.arena = Arena(nbytes, context=context, cuda=cuda)
-        self.tensor = self.arena.empty((nbytes,), _torch.uint8)
+        self.tensor = self.arena.empty(nbytes, dtype=_torch.uint8)
         self.offset = self.tensor.data_ptr() - self.arena.base_address
         self.reader = _svmbatch.Reader(self.arena.registration, threads=threads)
 

@@ -7,7 +7,7 @@ GPU while it reads.
     with sbt.pin(tensors) as pinned:          # one registration, one CUDA mapping
         gpu = [t.to("cuda", non_blocking=True) for t in tensors]
     arena = sbt.Arena(1 << 30)                # exact size, prefaulted, pinned once
-    x = arena.empty((1024, 1024), torch.float16)
+    x = arena.empty(1024, 1024, dtype=torch.float16)
     state = sbt.load_safetensors("model.safetensors", device="cuda")
 
 Works with any torch that speaks DLPack (1.13 and later).  Without CUDA

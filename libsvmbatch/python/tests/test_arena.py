@@ -14,7 +14,7 @@ import pytest
 import torch  # noqa: E402
 import svmbatch  # noqa: E402
 import svmbatch.torch as sbt  # noqa: E402
-from conftest import needs_cuda  # noqa: E402
+from conftest import has_cuda, needs_cuda  # noqa: E402
 
 DTYPES = [torch.float16, torch.bfloat16, torch.float32, torch.float64, torch.uint8, torch.int8,
           torch.int16, torch.int32, torch.int64, torch.bool, torch.complex64]
@@ -154,3 +154,98 @@ def test_arena_tensors_are_pinned_for_cuda():
         g = t.to("cuda", non_blocking=True)
         torch.cuda.synchronize()
         assert torch.equal(g.cpu(), t)
+
+
+@pytest.mark.parametrize("size", [(6, 10), ((6, 10),), ([6, 10],), (torch.Size([6, 10]),),
+                                  (60,), ((),)], ids=str)
+def test_empty_takes_what_torch_empty_takes(size):
+    with sbt.Arena(4 << 20, huge_pages=False, cuda=False) as arena:
+        for kwargs in ({}, {"dtype": torch.float16}, {"dtype": torch.bool, "device": "cpu"},
+                       {"dtype": torch.float64, "device": torch.device("cpu"),
+                        "layout": torch.strided, "requires_grad": True}):
+            want = torch.empty(*size, **kwargs)
+            got = arena.empty(*size, **kwargs)
+            assert (got.shape, got.dtype, got.device, got.stride(), got.requires_grad) == \
+                (want.shape, want.dtype, want.device, want.stride(), want.requires_grad)
+            assert arena.base_address <= got.data_ptr() < arena.base_address + arena.capacity
+
+
+@pytest.mark.parametrize("fmt,shape", [(torch.channels_last, (2, 3, 4, 5)),
+                                       (torch.channels_last_3d, (2, 3, 4, 5, 6)),
+                                       (torch.contiguous_format, (2, 3, 4, 5))], ids=str)
+def test_memory_formats_and_empty_like(fmt, shape):
+    with sbt.Arena(4 << 20, huge_pages=False, cuda=False) as arena:
+        want = torch.empty(shape, memory_format=fmt)
+        got = arena.empty(shape, memory_format=fmt)
+        assert got.shape == want.shape and got.stride() == want.stride()
+        like = arena.empty_like(got)
+        assert like.stride() == torch.empty_like(want).stride()
+        like = arena.empty_like(got, dtype=torch.int16, memory_format=torch.contiguous_format)
+        assert like.dtype == torch.int16 and like.is_contiguous() and like.device == got.device
+        assert arena.empty_like(got, requires_grad=True).requires_grad
+
+
+def test_empty_refuses_what_it_cannot_carve():
+    with sbt.Arena(1 << 20, huge_pages=False, cuda=False) as arena:
+        with pytest.raises(TypeError):
+            arena.empty()
+        with pytest.raises(TypeError):
+            arena.empty(2.5)
+        with pytest.raises(TypeError, match="twice"):
+            arena.empty(4, torch.int8, dtype=torch.int8)
+        with pytest.raises(ValueError, match="strided"):
+            arena.empty(4, layout=torch.sparse_coo)
+        with pytest.raises(ValueError, match="dimensions"):
+            arena.empty(4, memory_format=torch.channels_last)
+        with pytest.raises(svmbatch.Error) as e:
+            arena.empty(4, device="meta")
+        assert e.value.errno == errno.EINVAL and e.value.step == "arena"
+        assert arena.live_blocks == 0
+
+
+@pytest.mark.skipif(has_cuda(), reason="torch has a CUDA device here: only a missing one is "
+                    "tested")
+@pytest.mark.parametrize("device", ["cuda", "cuda:0", torch.device("cuda", 1), 0], ids=str)
+def test_cuda_where_torch_has_none_is_an_svmbatch_error(device, baseline):
+    with sbt.Arena(1 << 20, huge_pages=False) as arena:
+        assert not arena.cuda and arena.cuda_device is None
+        with pytest.raises(svmbatch.Error) as e:
+            arena.empty(4, device=device)
+        assert e.value.errno == errno.ENODEV and e.value.step == "gpu-open"
+        assert "CUDA is absent" in str(e.value)
+        with pytest.raises(svmbatch.Error) as e:
+            arena.empty(4, pin_memory=True)
+        assert e.value.errno == errno.ENODEV and arena.live_blocks == 0
+    with pytest.raises(svmbatch.Error) as e:
+        sbt.Arena(1 << 20, cuda=True)
+    assert e.value.errno == errno.ENODEV and e.value.step == "gpu-open"
+
+
+@needs_cuda
+def test_a_cuda_device_gives_the_gpu_view_of_the_block():
+    import ctypes
+    with sbt.Arena(8 << 20) as arena:
+        assert arena.cuda and arena.cuda_device == torch.device("cuda", 0)
+        host = arena.empty(4, 256, device="cpu", pin_memory=True)
+        assert host.is_pinned()
+        g = arena.empty(1024, 1024, dtype=torch.int32, device="cuda")
+        assert g.device == arena.cuda_device and arena.live_blocks == 2
+        offset = g.data_ptr() - arena.gpu_base_address
+        assert 0 <= offset < arena.capacity
+        g.fill_(0x01020304)
+        torch.cuda.synchronize()
+        data = ctypes.string_at(arena.base_address + offset, 16)
+        assert data == bytes.fromhex("04030201") * 4, "the GPU wrote the arena's memory"
+        like = arena.empty_like(g, dtype=torch.float16)
+        assert like.device == g.device and like.dtype == torch.float16
+        del g, like, host
+        gc.collect()
+        assert arena.live_blocks == 0
+        with pytest.raises(svmbatch.Error) as e:
+            arena.empty(4, device=f"cuda:{torch.cuda.device_count()}")
+        assert e.value.errno == errno.ENODEV
+    with sbt.Arena(1 << 20, cuda=False) as arena:
+        with pytest.raises(svmbatch.Error) as e:
+            arena.empty(4, device="cuda")
+        assert e.value.errno == errno.EINVAL and e.value.step == "gpu-map"
+        assert "not mapped" in str(e.value)
