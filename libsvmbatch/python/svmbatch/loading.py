@@ -10,11 +10,11 @@ from collections import deque as _deque
 import torch as _torch
 
 from . import _svmbatch
-from ._errors import io_error
-from ._torch_common import PACKED, bytes_of, cuda_backend, cuda_device, no_cuda, torch_dtype
-from .arena import Arena
+from . import _torch_common as _common
+from ._errors import io_error as _io_error
+from .arena import Arena as _Arena
 from .pinning import _register_tensors
-from .safetensors_format import read_header
+from .safetensors_format import read_header as _read_header
 
 __all__ = ["load_safetensors", "release_staging"]
 
@@ -22,7 +22,7 @@ __all__ = ["load_safetensors", "release_staging"]
 def _check_read(results, names, path):
     for r, name in zip(results, names):
         if r.err:
-            raise io_error(r.err, f"{path}: reading tensor {name!r} after {r.bytes} bytes")
+            raise _io_error(r.err, f"{path}: reading tensor {name!r} after {r.bytes} bytes")
 
 
 def _load_cpu(fd, header, outputs, path, threads, context):
@@ -45,7 +45,7 @@ class _Staging:
 
     def __init__(self, key, nbytes, context, cuda, threads):
         self.key = key
-        self.arena = Arena(nbytes, context=context, cuda=cuda)
+        self.arena = _Arena(nbytes, context=context, cuda=cuda)
         self.tensor = self.arena.empty(nbytes, dtype=_torch.uint8)
         self.offset = self.tensor.data_ptr() - self.arena.base_address
         self.reader = _svmbatch.Reader(self.arena.registration, threads=threads)
@@ -92,11 +92,11 @@ def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chu
     per_group = slots // groups
     slots = per_group * groups
     if cuda:
-        backend, reason = cuda_backend()
+        backend, reason = _common.cuda_backend()
         if backend is None:
-            raise no_cuda(f"{path}: device cuda: {reason}")
+            raise _common.no_cuda(f"{path}: device cuda: {reason}")
     stream = _torch.cuda.current_stream() if cuda else None
-    flat = {e.name: bytes_of(outputs[e.name]) for e in header.entries if e.nbytes}
+    flat = {e.name: _common.bytes_of(outputs[e.name]) for e in header.entries if e.nbytes}
     order = [e for e in header.entries if e.nbytes]
     key = (slots * chunk_bytes, cuda, _torch.cuda.current_device() if cuda else -1, threads,
            id(context))
@@ -123,7 +123,7 @@ def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chu
             results = batch.wait()
             for j, r in enumerate(results):
                 if r.err:
-                    raise io_error(r.err, f"{path}: reading data bytes at {chunks[first + j][0]}")
+                    raise _io_error(r.err, f"{path}: reading data bytes at {chunks[first + j][0]}")
             for j in range(len(results)):
                 c_off, c_len = chunks[first + j]
                 slot = staging[(group * per_group + j) * chunk_bytes:][:c_len]
@@ -184,13 +184,13 @@ def load_safetensors(path, device="cpu", dtype=None, *, threads=0, context=None,
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"device {device}: cpu or cuda")
     if device.type == "cuda":
-        device = cuda_device(device, path)
+        device = _common.cuda_device(device, path)
     fd = _os.open(path, _os.O_RDONLY | _os.O_CLOEXEC)
     try:
-        header = read_header(fd, path)
+        header = _read_header(fd, path)
         outputs = {}
         for e in header.entries:
-            kind, shape = torch_dtype(e, path)
+            kind, shape = _common.torch_dtype(e, path)
             outputs[e.name] = _torch.empty(shape, dtype=kind, device=device)
         if device.type == "cuda":
             with _torch.cuda.device(device):
@@ -205,6 +205,6 @@ def load_safetensors(path, device="cpu", dtype=None, *, threads=0, context=None,
         _os.close(fd)
     if dtype is not None:
         # Packed float4 pairs have no elementwise conversion.
-        outputs = {k: (v.to(dtype) if v.is_floating_point() and v.dtype not in PACKED else v)
-                   for k, v in outputs.items()}
+        outputs = {k: (v.to(dtype) if v.is_floating_point() and v.dtype not in _common.PACKED
+                       else v) for k, v in outputs.items()}
     return outputs

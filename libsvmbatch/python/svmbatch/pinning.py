@@ -5,8 +5,8 @@ storage once), CUDA-mapped in one call where CUDA is present."""
 import torch as _torch
 
 from . import _svmbatch
-from ._errors import Error
-from ._torch_common import default_context, renamed, resolve_cuda, storage_span
+from . import _torch_common as _common
+from ._errors import Error as _Error
 
 __all__ = ["Pinned", "pin"]
 
@@ -56,15 +56,15 @@ def _register_tensors(tensors, context, read_only=False):
         if t.device.type != "cpu" or t.layout != _torch.strided:
             raise ValueError(f"tensor {i}: {t.device.type} {t.layout}: only strided CPU "
                              "tensors can be pinned")
-        storages.append(storage_span(t))
+        storages.append(_common.storage_span(t))
     # Each storage once (the library's walk, as <svmbatch/torch.hpp>'s).
     spans, owner, which = _svmbatch.storage_buffers(storages, read_only)
     try:
-        registration = (context or default_context()).register(spans)
-    except Error as e:
+        registration = (context or _common.default_context()).register(spans)
+    except _Error as e:
         if e.buffer_index is None:
             raise
-        raise renamed(e, owner[e.buffer_index], "tensor") from e
+        raise _common.renamed(e, owner[e.buffer_index], "tensor") from e
     return registration, which, spans, owner
 
 
@@ -74,16 +74,16 @@ def pin(tensors, *, context=None, cuda=None):
     present; True: required; False: not).  All or nothing: an error names
     the tensor (its buffer_index)."""
     tensors = tuple(tensors.values() if isinstance(tensors, dict) else tensors)
-    backend, reason = resolve_cuda(cuda)
+    backend, reason = _common.resolve_cuda(cuda)
     registration, _, _, owner = _register_tensors(tensors, context)
     mapping = None
     if backend is not None:
         try:
             mapping = _svmbatch.map(registration, backend)
-        except Error as e:
+        except _Error as e:
             registration.close()
             if e.buffer_index is None:
                 raise
-            raise renamed(e, owner[e.buffer_index], "tensor") from e
+            raise _common.renamed(e, owner[e.buffer_index], "tensor") from e
         reason = None
     return Pinned(tensors, registration, mapping, reason)

@@ -7,9 +7,9 @@ import os as _os
 import torch as _torch
 
 from . import _svmbatch
-from ._errors import io_error
-from ._torch_common import default_context, st_dtype
-from .safetensors_format import encode_header
+from . import _torch_common as _common
+from ._errors import io_error as _io_error
+from .safetensors_format import encode_header as _encode_header
 
 __all__ = ["save_safetensors"]
 
@@ -27,10 +27,10 @@ def save_safetensors(tensors, path, metadata=None, *, fsync=False, threads=0, co
         t = tensors[name]
         if not isinstance(name, str) or not isinstance(t, _torch.Tensor):
             raise TypeError(f"{name!r}: expected str -> torch.Tensor")
-        kinds[name] = st_dtype(t, name)
+        kinds[name] = _common.st_dtype(t, name)
         cpu[name] = t.detach().to("cpu").contiguous()
     names = list(cpu)
-    head, spans = encode_header([(n, *kinds[n], cpu[n].numel() * cpu[n].element_size())
+    head, spans = _encode_header([(n, *kinds[n], cpu[n].numel() * cpu[n].element_size())
                                  for n in names], metadata)
     head = bytearray(head)
     data = [(n, begin, end) for n, begin, end in spans if end > begin]
@@ -38,7 +38,7 @@ def save_safetensors(tensors, path, metadata=None, *, fsync=False, threads=0, co
     tmp = f"{path}.tmp-{_os.getpid()}"
     fd = _os.open(tmp, _os.O_WRONLY | _os.O_CREAT | _os.O_TRUNC | _os.O_CLOEXEC, 0o644)
     try:
-        with (context or default_context()).register(buffers) as registration, \
+        with (context or _common.default_context()).register(buffers) as registration, \
                 _svmbatch.Writer(registration, threads=threads,
                                  sync=_svmbatch.SyncMode.Fsync if fsync
                                  else _svmbatch.SyncMode.None_) as writer:
@@ -48,7 +48,7 @@ def save_safetensors(tensors, path, metadata=None, *, fsync=False, threads=0, co
             for i, r in enumerate(writer.write(requests)):
                 if r.err:
                     what = "the header" if i == 0 else f"tensor {data[i - 1][0]!r}"
-                    raise io_error(r.err, f"{tmp}: writing {what}")
+                    raise _io_error(r.err, f"{tmp}: writing {what}")
         _os.close(fd)
         fd = -1
         _os.replace(tmp, path)
