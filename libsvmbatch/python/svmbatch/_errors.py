@@ -16,13 +16,14 @@ import os
 class Error(OSError):
     """A failure of the svmbatch library."""
 
-    def __init__(self, err, message, step=None, buffer_index=None, driver_status=0):
+    def __init__(self, err: int, message: str, step: str | None = None,
+                 buffer_index: int | None = None, driver_status: int = 0) -> None:
         super().__init__(err, message)
         self.step = step
         self.buffer_index = buffer_index
         self.driver_status = driver_status
 
-    def __str__(self):
+    def __str__(self) -> str:
         return f"[Errno {self.errno}] {self.strerror}"
 
     def __reduce__(self):
@@ -33,14 +34,15 @@ class Error(OSError):
 class ArenaFullError(MemoryError):
     """An Arena has no free block large enough (full, or fragmented)."""
 
-    def __init__(self, message, requested=0, free=0, largest_free=0):
+    def __init__(self, message: str, requested: int = 0, free: int = 0,
+                 largest_free: int = 0) -> None:
         super().__init__(message)
         self.requested = requested
         self.free = free
         self.largest_free = largest_free
 
     @property
-    def fragmented(self):
+    def fragmented(self) -> bool:
         """True when enough bytes are free, only not in one piece."""
         return self.free >= self.requested
 
@@ -63,7 +65,7 @@ Error.__module__ = "svmbatch"
 ArenaFullError.__module__ = "svmbatch"
 
 
-def error_class(err):
+def error_class(err: int) -> type[Error]:
     """The svmbatch.Error class for err (a subclass of the builtin one)."""
     base = _BUILTIN.get(err)
     if base is None:

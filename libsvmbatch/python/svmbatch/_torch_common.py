@@ -14,7 +14,7 @@ _context = None
 _backends = {}
 
 
-def default_context():
+def default_context() -> _svmbatch.Context:
     """The Context pin(), Arena and the loaders use unless given one."""
     global _context
     if _context is None:
@@ -50,7 +50,8 @@ def cuda_device(device, what):
     return _torch.device("cuda", index)
 
 
-def cuda_backend(device=None):
+def cuda_backend(device: _torch.device | str | int | None = None
+                 ) -> tuple["_svmbatch.CudaBackend | None", str | None]:
     """(CudaBackend, None) for torch's CUDA device, or (None, why not)."""
     reason = _cuda_absent()
     if reason is not None:

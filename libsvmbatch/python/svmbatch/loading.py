@@ -60,7 +60,7 @@ _staging = None
 _staging_lock = _threading.Lock()
 
 
-def release_staging():
+def release_staging() -> None:
     """Free the staging ring that load_safetensors keeps between loads."""
     global _staging
     with _staging_lock:
@@ -167,8 +167,11 @@ def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chu
             ring.close()
 
 
-def load_safetensors(path, device="cpu", dtype=None, *, threads=0, context=None,
-                     staging_bytes=256 << 20, chunk_bytes=8 << 20, staged=None):
+def load_safetensors(path: str | _os.PathLike, device: _torch.device | str | int = "cpu",
+                     dtype: _torch.dtype | None = None, *, threads: int = 0,
+                     context: _svmbatch.Context | None = None,
+                     staging_bytes: int = 256 << 20, chunk_bytes: int = 8 << 20,
+                     staged: bool | None = None) -> dict[str, _torch.Tensor]:
     """Load a safetensors file: a dict name -> tensor on device (the CPU
     unless told, as safetensors), equal to
     safetensors.torch.load_file(path, device).  The file is parsed here

@@ -2,6 +2,9 @@
 """Pin tensors in one call: one registration of their storages (each
 storage once), CUDA-mapped in one call where CUDA is present."""
 
+from collections.abc import Iterable as _Iterable
+from collections.abc import Mapping as _Mapping
+
 import torch as _torch
 
 from . import _svmbatch
@@ -18,31 +21,33 @@ class Pinned:
     ``with`` block) unmaps and unregisters; the tensors stay valid, no
     longer pinned."""
 
-    def __init__(self, tensors, registration, mapping, cuda_reason):
+    def __init__(self, tensors: tuple[_torch.Tensor, ...],
+                 registration: _svmbatch.Registration,
+                 mapping: _svmbatch.GpuMapping | None, cuda_reason: str | None) -> None:
         self.tensors = tensors
         self.registration = registration
         self.mapping = mapping
         self.cuda_reason = cuda_reason
 
     @property
-    def cuda(self):
+    def cuda(self) -> bool:
         """Mapped for CUDA (t.is_pinned() is True, copies are asynchronous)."""
         return self.mapping is not None and not self.mapping.closed
 
     @property
-    def ranges(self):
+    def ranges(self) -> int:
         """How many page ranges the storages merged into."""
         return len(self.registration.ranges)
 
-    def close(self):
+    def close(self) -> None:
         if self.mapping is not None:
             self.mapping.close()
         self.registration.close()
 
-    def __enter__(self):
+    def __enter__(self) -> "Pinned":
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> None:
         self.close()
 
 
@@ -68,7 +73,8 @@ def _register_tensors(tensors, context, read_only=False):
     return registration, which, spans, owner
 
 
-def pin(tensors, *, context=None, cuda=None):
+def pin(tensors: _Iterable[_torch.Tensor] | _Mapping[str, _torch.Tensor], *,
+        context: _svmbatch.Context | None = None, cuda: bool | None = None) -> Pinned:
     """Pin the storages of tensors (CPU tensors) in one registration,
     mapped for CUDA in one call where CUDA is present (cuda=None: if
     present; True: required; False: not).  All or nothing: an error names

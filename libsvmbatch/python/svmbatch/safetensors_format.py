@@ -13,6 +13,9 @@ ValueError) naming the file and what is wrong with it.
 import json as _json
 import os as _os
 import struct as _struct
+from collections.abc import Iterable as _Iterable
+from collections.abc import Mapping as _Mapping
+from collections.abc import Sequence as _Sequence
 from dataclasses import dataclass as _dataclass
 
 __all__ = ["ITEM_BITS", "ITEM_BYTES", "MAX_HEADER_BYTES", "Entry", "FormatError", "Header",
@@ -47,12 +50,12 @@ class Entry:
 
     name: str
     dtype: str
-    shape: tuple
+    shape: tuple[int, ...]
     begin: int
     end: int
 
     @property
-    def nbytes(self):
+    def nbytes(self) -> int:
         return self.end - self.begin
 
 
@@ -60,8 +63,8 @@ class Entry:
 class Header:
     """A parsed, validated header: entries sorted by offset."""
 
-    entries: tuple
-    metadata: dict
+    entries: tuple[Entry, ...]
+    metadata: dict[str, str]
     data_start: int  # file offset of the data section
     data_bytes: int
 
@@ -110,7 +113,7 @@ def _entry(path, name, spec):
     return Entry(name, dtype, tuple(shape), begin, end)
 
 
-def read_header(fd, path="<fd>"):
+def read_header(fd: int, path: str | _os.PathLike = "<fd>") -> Header:
     """Parse and validate the header of the safetensors file open at fd."""
     size = _os.fstat(fd).st_size
     if size < 8:
@@ -158,7 +161,9 @@ def read_header(fd, path="<fd>"):
     return Header(tuple(entries), metadata, 8 + n, data_bytes)
 
 
-def encode_header(entries, metadata=None):
+def encode_header(entries: _Iterable[tuple[str, str, _Sequence[int], int]],
+                  metadata: _Mapping[str, str] | None = None
+                  ) -> tuple[bytes, list[tuple[str, int, int]]]:
     """The header bytes (length and JSON, padded with spaces to 8 bytes)
     for entries, a list of (name, dtype, shape, nbytes) laid out in order.
     Returns (header bytes, [(name, begin, end)])."""

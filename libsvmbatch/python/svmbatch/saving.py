@@ -3,6 +3,7 @@
 WRITE_FIXED from their registered memory on several cores."""
 
 import os as _os
+from collections.abc import Mapping as _Mapping
 
 import torch as _torch
 
@@ -14,7 +15,9 @@ from .safetensors_format import encode_header as _encode_header
 __all__ = ["save_safetensors"]
 
 
-def save_safetensors(tensors, path, metadata=None, *, fsync=False, threads=0, context=None):
+def save_safetensors(tensors: dict[str, _torch.Tensor], path: str | _os.PathLike,
+                     metadata: _Mapping[str, str] | None = None, *, fsync: bool = False,
+                     threads: int = 0, context: _svmbatch.Context | None = None) -> None:
     """Write tensors (a dict name -> tensor) as a safetensors file that the
     safetensors package reads, with WRITE_FIXED from the registered tensors
     on several cores.  The file appears at path complete (written to a

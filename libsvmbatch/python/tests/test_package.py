@@ -2,6 +2,8 @@
 """The package's public namespace: one module per job, each with __all__
 naming what it exports and nothing of the standard library besides."""
 import importlib
+import inspect
+import typing
 
 import pytest
 
@@ -59,3 +61,35 @@ def test_svmbatch_torch_reexports_the_job_modules():
     assert sbt.load_safetensors is svmbatch.loading.load_safetensors
     assert sbt.release_staging is svmbatch.loading.release_staging
     assert sbt.save_safetensors is svmbatch.saving.save_safetensors
+
+
+def _python_callables(module):
+    """The functions and classes of module's __all__ written in Python (the
+    extension's classes carry pybind11's own signatures)."""
+    for name in module.__all__:
+        obj = getattr(module, name)
+        if inspect.isfunction(obj):
+            yield f"{module.__name__}.{name}", obj
+        elif inspect.isclass(obj) and not obj.__module__.startswith("svmbatch._svmbatch"):
+            for attr, member in vars(obj).items():
+                if attr == "__init__" or not attr.startswith("_"):
+                    if isinstance(member, property):
+                        member = member.fget
+                    if inspect.isfunction(member):
+                        yield f"{module.__name__}.{name}.{attr}", member
+
+
+@pytest.mark.parametrize("name", sorted(PUBLIC))
+def test_the_public_api_has_type_hints(name):
+    module = importlib.import_module(name)
+    missing = []
+    for where, fn in _python_callables(module):
+        hints = typing.get_type_hints(fn)
+        sig = inspect.signature(fn)
+        for p in sig.parameters.values():
+            if p.name != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) \
+                    and p.name not in hints:
+                missing.append(f"{where}({p.name})")
+        if "return" not in hints:
+            missing.append(f"{where} -> ?")
+    assert not missing, f"no type hint: {missing}"
