@@ -11,13 +11,14 @@ instance of that subclass: ``except PermissionError`` catches EPERM/EACCES.
 import builtins
 import errno as _errno
 import os
+import typing as _typing
 
 
 class Error(OSError):
     """A failure of the svmbatch library."""
 
-    def __init__(self, err: int, message: str, step: str | None = None,
-                 buffer_index: int | None = None, driver_status: int = 0) -> None:
+    def __init__(self, err: int, message: str, step: _typing.Optional[str] = None,
+                 buffer_index: _typing.Optional[int] = None, driver_status: int = 0) -> None:
         super().__init__(err, message)
         self.step = step
         self.buffer_index = buffer_index

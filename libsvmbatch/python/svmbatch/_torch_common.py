@@ -4,6 +4,7 @@ a tensor's storage, errors renamed after the tensor, the dtype tables.
 Private: svmbatch.torch re-exports the public names."""
 
 import errno as _errno
+import typing as _typing
 
 import torch as _torch
 
@@ -50,8 +51,8 @@ def cuda_device(device, what):
     return _torch.device("cuda", index)
 
 
-def cuda_backend(device: _torch.device | str | int | None = None
-                 ) -> tuple["_svmbatch.CudaBackend | None", str | None]:
+def cuda_backend(device: _typing.Union[_torch.device, str, int, None] = None
+                 ) -> tuple[_typing.Optional[_svmbatch.GpuBackend], _typing.Optional[str]]:
     """(CudaBackend, None) for torch's CUDA device, or (None, why not)."""
     reason = _cuda_absent()
     if reason is not None:

@@ -4,6 +4,7 @@ library's svmbatch::Arena) with no driver call, handed over by DLPack."""
 
 import errno as _errno
 import operator as _operator
+import typing as _typing
 from collections.abc import Sequence as _Sequence
 
 import torch as _torch
@@ -29,7 +30,7 @@ _CHANNELS_LAST = {
     _torch.channels_last_3d: (5, (0, 4, 1, 2, 3)),
 }
 
-_DeviceLike = _torch.device | str | int
+_DeviceLike = _typing.Union[_torch.device, str, int, None]
 
 
 def _error(err, step, message):
@@ -67,8 +68,10 @@ class Arena:
     fit raises svmbatch.ArenaFullError (a MemoryError) saying whether the
     arena is full or fragmented."""
 
-    def __init__(self, nbytes: int, huge_pages: bool | str = True, numa_node: int | None = None,
-                 *, context: "_svmbatch.Context | None" = None, cuda: bool | None = None,
+    def __init__(self, nbytes: int, huge_pages: _typing.Union[bool, str] = True,
+                 numa_node: _typing.Optional[int] = None, *,
+                 context: _typing.Optional[_svmbatch.Context] = None,
+                 cuda: _typing.Optional[bool] = None,
                  alignment: int = 256, threads: int = 0) -> None:
         backend, self.cuda_reason = _common.resolve_cuda(cuda)
         self._gpu = None
@@ -78,10 +81,12 @@ class Arena:
         self._arena = _svmbatch.Arena(int(nbytes), huge_pages, numa_node, context, backend,
                                       alignment, threads)
 
-    def empty(self, *size: int | _Sequence[int], dtype: _torch.dtype | None = None,
-              layout: _torch.layout | None = None, device: _DeviceLike | None = None,
+    def empty(self, *size: _typing.Union[int, _Sequence[int]],
+              dtype: _typing.Optional[_torch.dtype] = None,
+              layout: _typing.Optional[_torch.layout] = None, device: _DeviceLike = None,
               requires_grad: bool = False, pin_memory: bool = False,
-              memory_format: _torch.memory_format | None = None) -> _torch.Tensor:
+              memory_format: _typing.Optional[_torch.memory_format] = None
+              ) -> _torch.Tensor:
         """An uninitialised tensor in the arena, taking torch.empty's
         arguments: size as ints or one sequence (a torch.Size), dtype
         (torch's default if None), device: the CPU (None, "cpu") gives the
@@ -125,8 +130,8 @@ class Arena:
             t.requires_grad_()
         return t
 
-    def empty_like(self, t: _torch.Tensor, *, dtype: _torch.dtype | None = None,
-                   layout: _torch.layout | None = None, device: _DeviceLike | None = None,
+    def empty_like(self, t: _torch.Tensor, *, dtype: _typing.Optional[_torch.dtype] = None,
+                   layout: _typing.Optional[_torch.layout] = None, device: _DeviceLike = None,
                    requires_grad: bool = False,
                    memory_format: _torch.memory_format = _torch.preserve_format
                    ) -> _torch.Tensor:
@@ -188,7 +193,7 @@ class Arena:
         return self._arena.gpu_mapped
 
     @property
-    def cuda_device(self) -> _torch.device | None:
+    def cuda_device(self) -> _typing.Optional[_torch.device]:
         """The CUDA device the arena is mapped for, or None."""
         return self._gpu if self.cuda else None
 

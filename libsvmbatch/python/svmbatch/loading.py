@@ -5,6 +5,7 @@ to the GPU overlap the reads, for the CPU straight into the tensors."""
 
 import os as _os
 import threading as _threading
+import typing as _typing
 from collections import deque as _deque
 
 import torch as _torch
@@ -167,11 +168,12 @@ def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chu
             ring.close()
 
 
-def load_safetensors(path: str | _os.PathLike, device: _torch.device | str | int = "cpu",
-                     dtype: _torch.dtype | None = None, *, threads: int = 0,
-                     context: _svmbatch.Context | None = None,
+def load_safetensors(path: _typing.Union[str, _os.PathLike],
+                     device: _typing.Union[_torch.device, str, int] = "cpu",
+                     dtype: _typing.Optional[_torch.dtype] = None, *, threads: int = 0,
+                     context: _typing.Optional[_svmbatch.Context] = None,
                      staging_bytes: int = 256 << 20, chunk_bytes: int = 8 << 20,
-                     staged: bool | None = None) -> dict[str, _torch.Tensor]:
+                     staged: _typing.Optional[bool] = None) -> dict[str, _torch.Tensor]:
     """Load a safetensors file: a dict name -> tensor on device (the CPU
     unless told, as safetensors), equal to
     safetensors.torch.load_file(path, device).  The file is parsed here

@@ -2,6 +2,7 @@
 """Pin tensors in one call: one registration of their storages (each
 storage once), CUDA-mapped in one call where CUDA is present."""
 
+import typing as _typing
 from collections.abc import Iterable as _Iterable
 from collections.abc import Mapping as _Mapping
 
@@ -23,7 +24,8 @@ class Pinned:
 
     def __init__(self, tensors: tuple[_torch.Tensor, ...],
                  registration: _svmbatch.Registration,
-                 mapping: _svmbatch.GpuMapping | None, cuda_reason: str | None) -> None:
+                 mapping: _typing.Optional[_svmbatch.GpuMapping],
+                 cuda_reason: _typing.Optional[str]) -> None:
         self.tensors = tensors
         self.registration = registration
         self.mapping = mapping
@@ -73,8 +75,9 @@ def _register_tensors(tensors, context, read_only=False):
     return registration, which, spans, owner
 
 
-def pin(tensors: _Iterable[_torch.Tensor] | _Mapping[str, _torch.Tensor], *,
-        context: _svmbatch.Context | None = None, cuda: bool | None = None) -> Pinned:
+def pin(tensors: _typing.Union[_Iterable[_torch.Tensor], _Mapping[str, _torch.Tensor]], *,
+        context: _typing.Optional[_svmbatch.Context] = None,
+        cuda: _typing.Optional[bool] = None) -> Pinned:
     """Pin the storages of tensors (CPU tensors) in one registration,
     mapped for CUDA in one call where CUDA is present (cuda=None: if
     present; True: required; False: not).  All or nothing: an error names

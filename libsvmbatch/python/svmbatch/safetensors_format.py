@@ -13,6 +13,7 @@ ValueError) naming the file and what is wrong with it.
 import json as _json
 import os as _os
 import struct as _struct
+import typing as _typing
 from collections.abc import Iterable as _Iterable
 from collections.abc import Mapping as _Mapping
 from collections.abc import Sequence as _Sequence
@@ -113,7 +114,7 @@ def _entry(path, name, spec):
     return Entry(name, dtype, tuple(shape), begin, end)
 
 
-def read_header(fd: int, path: str | _os.PathLike = "<fd>") -> Header:
+def read_header(fd: int, path: _typing.Union[str, _os.PathLike] = "<fd>") -> Header:
     """Parse and validate the header of the safetensors file open at fd."""
     size = _os.fstat(fd).st_size
     if size < 8:
@@ -162,7 +163,7 @@ def read_header(fd: int, path: str | _os.PathLike = "<fd>") -> Header:
 
 
 def encode_header(entries: _Iterable[tuple[str, str, _Sequence[int], int]],
-                  metadata: _Mapping[str, str] | None = None
+                  metadata: _typing.Optional[_Mapping[str, str]] = None
                   ) -> tuple[bytes, list[tuple[str, int, int]]]:
     """The header bytes (length and JSON, padded with spaces to 8 bytes)
     for entries, a list of (name, dtype, shape, nbytes) laid out in order.

@@ -3,6 +3,7 @@
 WRITE_FIXED from their registered memory on several cores."""
 
 import os as _os
+import typing as _typing
 from collections.abc import Mapping as _Mapping
 
 import torch as _torch
@@ -15,9 +16,10 @@ from .safetensors_format import encode_header as _encode_header
 __all__ = ["save_safetensors"]
 
 
-def save_safetensors(tensors: dict[str, _torch.Tensor], path: str | _os.PathLike,
-                     metadata: _Mapping[str, str] | None = None, *, fsync: bool = False,
-                     threads: int = 0, context: _svmbatch.Context | None = None) -> None:
+def save_safetensors(tensors: dict[str, _torch.Tensor], path: _typing.Union[str, _os.PathLike],
+                     metadata: _typing.Optional[_Mapping[str, str]] = None, *,
+                     fsync: bool = False, threads: int = 0,
+                     context: _typing.Optional[_svmbatch.Context] = None) -> None:
     """Write tensors (a dict name -> tensor) as a safetensors file that the
     safetensors package reads, with WRITE_FIXED from the registered tensors
     on several cores.  The file appears at path complete (written to a
