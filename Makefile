@@ -39,7 +39,7 @@ KMOD_OUT = $(BUILD)/kmod/$(call abi,$(KERNEL))
 .PHONY: kmod kmod-one kmod-built sparse-one checkpatch kernel-doc uapi-check
 .PHONY: selftests vmtest vmtest-one bench-kmod
 .PHONY: lib lib-asan lib-tsan lib-test lib-test-tsan lib-tidy cuda-programs install bench-lib
-.PHONY: deb htmldocs man shellcheck format format-check python python-test
+.PHONY: deb htmldocs man shellcheck format format-check python python-test wheel python-package-test
 
 ## all          the module for every kernel of KERNELS, the selftests, the library
 all: kmod selftests lib
@@ -62,6 +62,14 @@ python:
 python-test: python
 	tools/python-deps.sh $(PYTHON)
 	PYTHONPATH=$(PYTHON_PATH) $(PYTHON) -m pytest -q libsvmbatch/python/tests
+
+## wheel        the Python package's sdist and wheel into build/dist, as pip builds them (pyproject.toml)
+wheel:
+	$(PYTHON) -m build --outdir $(BUILD)/dist .
+
+## python-package-test  sdist and wheel, each installed into a fresh venv and tested there
+python-package-test:
+	tools/check-python-package.sh
 
 ## lib-asan     the same with ASan + UBSan into build/lib-asan, with the library tests
 lib-asan:

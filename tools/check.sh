@@ -176,6 +176,9 @@ tap_step python-collect "${pytest_cmd[@]}" --collect-only -q
 python_tests=$(grep -cE '^libsvmbatch/python/tests/[^ :]+\.py::' "$TAP_LOGDIR/python-collect.log")
 TAP_EXPECT_PLAN=$python_tests host_program python-tests build/lib/python/svmbatch \
 	"${pytest_cmd[@]}" -p no:terminal
+# The same tests against the package as pip installs it: the sdist and the
+# wheel (pyproject.toml), each in a fresh venv.
+tap_program python-package tools/check-python-package.sh
 # <svmbatch/torch.hpp> against Debian's libtorch-dev (make lib builds it
 # where CMake finds Torch).
 if torch_probe; then

@@ -25,6 +25,7 @@ PACKAGES=(
 	flex bison libssl-dev
 	shellcheck clang-format-14 jq
 	python3-dev pybind11-dev python3-pytest python3-numpy python3-torch libtorch-dev python3-pip
+	python3-build python3-venv
 	libibverbs-dev ibverbs-providers iproute2 libucx-dev
 	hipcc libamdhip64-dev
 )

@@ -1,0 +1,81 @@
+#!/bin/bash
+# SPDX-License-Identifier: MIT
+#
+# The Python package as pip users get it (pyproject.toml): build the sdist
+# and, from it, the wheel (python3 -m build; its isolated build environment
+# takes the pinned scikit-build-core and pybind11 from PyPI), then install
+# each into a fresh venv that sees Debian's torch, numpy and pytest
+# (--system-site-packages) and run the Python tests against the installed
+# package, not the build tree.  The sdist's install builds from source, as
+# `pip install .` from a clone does; its time is in the log.
+# SVMBATCH_PYTHON_PACKAGE_DIR replaces build/python-package.  Prints TAP.
+set -uo pipefail
+
+cd "$(dirname "$0")/.." || exit 1
+# shellcheck source=tools/lib.sh
+. tools/lib.sh
+top=$PWD
+work=${SVMBATCH_PYTHON_PACKAGE_DIR:-$top/build/python-package}
+TAP_LOGDIR=$work
+dist=$work/dist
+PYTHON=/usr/bin/python3
+REQ=$top/libsvmbatch/python/tests/requirements.txt
+
+build_dists() {
+	"$PYTHON" -m build --outdir "$dist" "$top" &&
+		ls "$dist"/svmbatch-*.tar.gz "$dist"/svmbatch-*.whl
+}
+
+# The wheel holds the package and nothing else, and its extension needs no
+# shared library of ours or liburing's (both are linked in).
+wheel_contents() {
+	local whl unpacked=$work/wheel-contents
+	whl=$(ls "$dist"/svmbatch-*.whl) || return 1
+	rm -rf "$unpacked" && mkdir -p "$unpacked" &&
+		(cd "$unpacked" && "$PYTHON" -m zipfile -e "$whl" .) || return 1
+	find "$unpacked" -type f | sed "s|^$unpacked/||" | sort
+	! find "$unpacked" -type f | grep -v -e '^'"$unpacked"'/svmbatch/' \
+		-e '^'"$unpacked"'/svmbatch-[^/]*\.dist-info/' &&
+		ldd "$unpacked"/svmbatch/_svmbatch*.so &&
+		! ldd "$unpacked"/svmbatch/_svmbatch*.so | grep -e libsvmbatch -e liburing &&
+		[[ $(nm -D --defined-only "$unpacked"/svmbatch/_svmbatch*.so |
+			grep -c -w -e T -e W | tr -d ' ') == 1 ]]
+}
+
+# install KIND FILE: a fresh venv with FILE installed, and the tests'
+# pinned PyPI requirements.
+install_into_venv() {
+	local venv=$work/venv-$1 start
+	rm -rf "$venv"
+	"$PYTHON" -m venv --system-site-packages "$venv" || return 1
+	start=$(date +%s)
+	"$venv/bin/python" -m pip install --disable-pip-version-check --no-cache-dir "$2" ||
+		return 1
+	echo "pip install $(basename "$2"): $(($(date +%s) - start)) s"
+	"$venv/bin/python" -m pip install --quiet --disable-pip-version-check -r "$REQ"
+}
+
+# tests KIND: the suite against the venv's package (the import must come
+# from the venv, never from the build tree or the source tree).
+run_tests() {
+	local venv=$work/venv-$1
+	(
+		cd "$work" || exit 1
+		"$venv/bin/python" -c 'import sys, svmbatch, svmbatch.torch
+print(svmbatch.__file__, svmbatch.__version__)
+sys.exit(not svmbatch.__file__.startswith(sys.prefix))' &&
+			env -u PYTHONPATH "$venv/bin/python" -m pytest -p no:cacheprovider -q \
+				"$top/libsvmbatch/python/tests"
+	)
+}
+
+rm -rf "$work"
+mkdir -p "$work"
+tap_plan 6
+tap_step build build_dists
+tap_step wheel-contents wheel_contents
+tap_step install-wheel install_into_venv wheel "$(ls "$dist"/svmbatch-*.whl 2>/dev/null)"
+tap_step tests-wheel run_tests wheel
+tap_step install-sdist install_into_venv sdist "$(ls "$dist"/svmbatch-*.tar.gz 2>/dev/null)"
+tap_step tests-sdist run_tests sdist
+tap_done check-python-package
