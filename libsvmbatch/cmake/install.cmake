@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
 # make install / cmake --install (DESTDIR-aware): the shared and static
 # library, the headers (with the uapi header as <linux/svmbatch.h>), a CMake
-# package (find_package(svmbatch)) and svmbatch.pc.
+# package (find_package(svmbatch)) and svmbatch.pc.  The build directory
+# is a CMake package too: find_package(svmbatch) with svmbatch_DIR set to
+# it uses the library just built, nothing installed.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS svmbatch svmbatch_static EXPORT svmbatchTargets
@@ -26,6 +28,8 @@ install(FILES ${SVMBATCH_UAPI_DIR}/linux/svmbatch.h
 set(SVMBATCH_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/svmbatch)
 install(EXPORT svmbatchTargets NAMESPACE svmbatch::
   DESTINATION ${SVMBATCH_CMAKE_DIR})
+export(EXPORT svmbatchTargets NAMESPACE svmbatch::
+  FILE ${CMAKE_CURRENT_BINARY_DIR}/svmbatchTargets.cmake)
 configure_package_config_file(cmake/svmbatchConfig.cmake.in
   ${CMAKE_CURRENT_BINARY_DIR}/svmbatchConfig.cmake
   INSTALL_DESTINATION ${SVMBATCH_CMAKE_DIR})
