@@ -15,6 +15,8 @@ numpy.from_dlpack) or the buffer protocol.  svmbatch.torch has the PyTorch
 entry points: pin(), Arena and load_safetensors().
 """
 
+__version__ = "1.1.0"  # libsvmbatch's project(VERSION); tools/check-install.sh
+
 from ._errors import ArenaFullError, Error, error_class
 from ._errors import io_error as _io_error
 from ._svmbatch import (
