@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: MIT
 # make install / cmake --install (DESTDIR-aware): the shared and static
 # library, the headers (with the uapi header as <linux/svmbatch.h>), a CMake
-# package (find_package(svmbatch)) and svmbatch.pc.  The build directory
-# is a CMake package too: find_package(svmbatch) with svmbatch_DIR set to
-# it uses the library just built, nothing installed.
+# package (find_package(svmbatch)) and svmbatch.pc; then ldconfig.  The
+# build directory is a CMake package too: find_package(svmbatch) with
+# svmbatch_DIR set to it uses the library just built, nothing installed.
 include(CMakePackageConfigHelpers)
 
 install(TARGETS svmbatch svmbatch_static EXPORT svmbatchTargets
@@ -52,3 +52,23 @@ endforeach()
 configure_file(cmake/svmbatch.pc.in ${CMAKE_CURRENT_BINARY_DIR}/svmbatch.pc @ONLY)
 install(FILES ${CMAKE_CURRENT_BINARY_DIR}/svmbatch.pc
   DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+
+# A new library in a directory the loader knows from its cache
+# (/usr/local/lib) is not found until ldconfig runs, so an install to the
+# real prefix, as root, runs it.  One into a DESTDIR (a package, for which
+# dpkg runs it; a test) never does, nor one by a user, who cannot write the
+# cache.
+install(CODE [[
+  execute_process(COMMAND id -u OUTPUT_VARIABLE _svmbatch_uid
+    OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if("$ENV{DESTDIR}" STREQUAL "" AND _svmbatch_uid STREQUAL "0")
+    find_program(_svmbatch_ldconfig ldconfig PATHS /sbin /usr/sbin)
+    if(_svmbatch_ldconfig)
+      message(STATUS "Running: ${_svmbatch_ldconfig}")
+      execute_process(COMMAND ${_svmbatch_ldconfig} RESULT_VARIABLE _svmbatch_rc)
+      if(NOT _svmbatch_rc EQUAL 0)
+        message(WARNING "ldconfig failed (${_svmbatch_rc}): run it before using libsvmbatch")
+      endif()
+    endif()
+  endif()
+]])
