@@ -7,7 +7,8 @@
 # configure and build the library, its tests and the command; run the
 # tests (userspace mode); install into a DESTDIR and build
 # tools/install-consumer against it with pkg-config and with CMake's
-# find_package(svmbatch); check that every report (svmbatch/config.h, the
+# find_package(svmbatch) (its C++ program reads a file with the Reader);
+# check that every report (svmbatch/config.h, the
 # command's info, pkg-config's "backends", the CMake package's
 # svmbatch_BACKENDS) says: no backend.  Release build, no sanitizers: what
 # is checked is what gets built and installed.  SVMBATCH_MINIMAL_BUILD_DIR
@@ -86,6 +87,7 @@ with_cmake() {
 		-DCMAKE_PREFIX_PATH="$root$prefix" -DSVMBATCH_EXPECT_BACKENDS= &&
 		cmake --build "$work/consumer-cmake" &&
 		LD_LIBRARY_PATH=$root$libdir "$work/consumer-cmake/consumer" &&
+		"$work/consumer-cmake/consumer_static" &&
 		"$work/consumer-cmake/consumer_c"
 }
 
