@@ -148,8 +148,9 @@ fi
 
 total1=$(stat_value registered_total)
 run "$CLI" bench --sizes 1 16 --no-plot --out "$tmp"
-[ $rc = 0 ] && grep -qE '"mode": "kernel".*"n": 1,.*"n": 16,' "$tmp"/bench-*.json
-ok "bench: kernel mode, JSON with both batch sizes"
+[ $rc = 0 ] && has '^measures: +kernel mode: ' &&
+	grep -qE '"mode": "kernel", .*"pins": true,.*"n": 1,.*"n": 16,' "$tmp"/bench-*.json
+ok "bench: kernel mode, pinning, said in the table and the JSON; both batch sizes"
 run "$CLI" stat --json
 [ "$(global registered_total)" -gt "$total1" ] && [ "$(global pinned_pages)" = "$pages0" ]
 ok "bench: its registrations were counted, and nothing stays pinned"

@@ -27,7 +27,7 @@ rdma_here() {
 	find /sys/class/infiniband -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort | tr '\n' ' '
 }
 
-tap_plan 28
+tap_plan 30
 
 run "$cli" --help
 ok "--help exits 0 and lists every subcommand" $((rc != 0 || $(grep -cE '^  (info|stat|bench|selftest) ' "$tmp/out") != 4))
@@ -89,11 +89,17 @@ ok "stat with the module but no debugfs fails (1) and says why" \
 	$((rc != 1 || $(grep -c 'cannot read .*debugfs mounted' "$tmp/out") != 1))
 
 export SVMBATCH_DEVICE=$tmp/no-device
-run "$cli" bench --sizes 1 4 16 --out "$tmp" --quiet
+# bench opens the default device: userspace mode asked for, as the module
+# may be loaded here.
+SVMBATCH_MODE=userspace run "$cli" bench --sizes 1 4 16 --out "$tmp" --quiet
 ok "bench exits 0 and says what it wrote" $((rc != 0 || $(grep -cE '^wrote .*/bench-[0-9-]+\.(json|png)$' "$tmp/out") != 2))
+ok "bench says it ran in userspace mode and measured bookkeeping, not pinning" \
+	$(($(grep -cE '^mode: +userspace \(|^measures: +userspace mode: .*not pinning' "$tmp/out") != 2))
 cp "$tmp"/bench-*.json "$tmp/out"
 json '[p["n"] for p in d["points"]] == [1, 4, 16] and all(p["batch_us"] > 0 and p["single_us"] > 0 for p in d["points"])'
 ok "bench JSON: every batch size, both timings" $?
+json 'd["mode"] == "userspace" and d["pins"] is False and "not pinning" in d["measures"]'
+ok "bench JSON: userspace mode, pins nothing, says what it measured" $?
 png=$(ls "$tmp"/bench-*.png 2>/dev/null)
 [[ -n $png && $(head -c 8 "$png" | od -An -tx1 | tr -d ' \n') == 89504e470d0a1a0a ]]
 ok "bench PNG is a PNG" $?
