@@ -27,7 +27,7 @@ rdma_here() {
 	find /sys/class/infiniband -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort | tr '\n' ' '
 }
 
-tap_plan 30
+tap_plan 34
 
 run "$cli" --help
 ok "--help exits 0 and lists every subcommand" $((rc != 0 || $(grep -cE '^  (info|stat|bench|selftest) ' "$tmp/out") != 4))
@@ -55,6 +55,29 @@ ok "info --json lists exactly the RDMA devices of /sys/class/infiniband, each wi
 run "$cli" info
 ok "info says which RDMA devices it sees (here: none, or each with its dma-buf answer)" \
 	$((rc != 0 || $(grep -cE '^rdma devices: +(none \(|[^ ]+ \()' "$tmp/out") != 1))
+run "$cli" info --json
+python3 -m json.tool "$tmp/out" >/dev/null
+ok "info --json is JSON (python3 -m json.tool)" $?
+# Every backend built in, each usable or not with a reason; without the
+# module drm and amdgpu never are (they map the module's dma-buf).
+json "[b['name'] for b in d['gpu_backends_usable']] == d['gpu_backends'] and all(set(b) == {'name', 'usable', 'device', 'reason'} and type(b['usable']) is bool and (b['usable'] == (b['reason'] == '')) and (b['usable'] == (b['device'] != '')) for b in d['gpu_backends_usable']) and not any(b['usable'] for b in d['gpu_backends_usable'] if b['name'] in ('drm', 'amdgpu'))"
+ok "info --json: each built backend usable or not and why; drm and amdgpu not without the module" $?
+run "$cli" info
+built=$(sed -n 's/^gpu backends: *\(.*\) (built into the library)$/\1/p' "$tmp/out")
+[[ $built == - ]] && built=
+ok "info: a line per built backend, usable or not usable with a reason" \
+	$((rc != 0 || $(grep -cE "^  [a-z]+: +(usable: .+|not usable: [a-z ]+: .+)$" "$tmp/out") != $(wc -w <<<"$built")))
+# The fake CUDA driver of the library's tests, loaded as libcuda.so.1 is.
+fake_cuda=$(dirname "$cli")/../tests/libsvmbatch_fake_cuda.so
+if [[ -e $fake_cuda ]] && grep -qw cuda <<<"$built"; then
+	mkdir -p "$tmp/fake-cuda"
+	ln -s "$(realpath "$fake_cuda")" "$tmp/fake-cuda/libcuda.so.1"
+	LD_LIBRARY_PATH=$tmp/fake-cuda run "$cli" info --json
+	json "[(b['usable'], b['reason']) for b in d['gpu_backends_usable'] if b['name'] == 'cuda'] == [(True, '')]"
+	ok "info --json: cuda usable where a driver with a device loads" $?
+else
+	tap_skip "info --json: cuda usable where a driver with a device loads" "no fake CUDA driver built beside $cli"
+fi
 SVMBATCH_MODE=kernel run "$cli" info
 ok "info with SVMBATCH_MODE=kernel and no module fails (1) and says why" \
 	$((rc != 1 || $(grep -c 'svmbatch.ko loaded' "$tmp/out") != 1))

@@ -1,9 +1,12 @@
 // SPDX-License-Identifier: MIT
-// svmbatch info: what the module and the library would do here.
+// svmbatch info: what the module and the library would do here, and which
+// GPU backends work here.
 #include <linux/svmbatch.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -96,6 +99,143 @@ RdmaListing rdma_listing()
 	return out;
 }
 
+/* Whether a backend built into the library works here, and why not. */
+struct BackendProbe {
+	std::string name;
+	bool usable = false;
+	std::string device; ///< what it opened; "" when it opened nothing
+	std::string reason; ///< why it is not usable; "" when it is
+};
+
+/* An Error's own words: without "svmbatch gpu-open: " before them and
+ * without the errno's text that std::system_error appends. */
+std::string error_detail(const Error &e)
+{
+	std::string w = e.what();
+	std::string prefix = std::string("svmbatch ") + step_name(e.step()) + ": ";
+	std::string suffix = ": " + e.code().message();
+
+	if (w.starts_with(prefix))
+		w.erase(0, prefix.size());
+	if (w.ends_with(suffix))
+		w.erase(w.size() - suffix.size());
+	return w;
+}
+
+/* What a user does about it: the runtime library is missing, or it is
+ * there and finds no device, or something else went wrong. */
+std::string error_kind(const Error &e, const std::string &detail)
+{
+	if (detail.find("cannot open shared object file") != std::string::npos)
+		return "runtime not found";
+	if (detail.find("not a usable") != std::string::npos)
+		return "runtime not usable";
+	if (e.err() == ENODEV || e.err() == ENOENT)
+		return "no device";
+	if (e.err() == EACCES || e.err() == EPERM)
+		return "no permission";
+	return "cannot open";
+}
+
+/* Opens a backend with open(), which returns what it found, and closes it
+ * again at once: the backends release what they took (CUDA's primary
+ * context, HSA's runtime reference, the DRM file) in their destructors.
+ * needs_module: the backend maps through a dma-buf export, which only the
+ * module gives. */
+BackendProbe probe(const std::string &name, bool kernel_mode, bool needs_module,
+		   const std::function<std::string()> &open)
+{
+	BackendProbe p;
+
+	p.name = name;
+	try {
+		p.device = open();
+		p.usable = true;
+	} catch (const Error &e) {
+		std::string detail = error_detail(e);
+		p.reason = error_kind(e, detail) + ": " + detail;
+		return p;
+	}
+	if (needs_module && !kernel_mode) {
+		p.usable = false;
+		p.reason = "needs the module: it maps the dma-buf the module exports, and the "
+			   "library is in userspace mode";
+	}
+	return p;
+}
+
+std::string joined(const std::vector<std::string> &names, const char *sep)
+{
+	std::string out;
+
+	for (const auto &n : names)
+		out += (out.empty() ? "" : sep) + n;
+	return out;
+}
+
+std::vector<BackendProbe> probe_backends(bool kernel_mode)
+{
+	std::vector<BackendProbe> probes;
+
+	for (const std::string &name : built_backends()) {
+		std::function<std::string()> open;
+		bool needs_module = false;
+#if SVMBATCH_HAS_CUDA
+		if (name == "cuda")
+			open = [] {
+				CudaBackend b;
+				return b.device_name() + " (device " + std::to_string(b.device()) +
+				       ")";
+			};
+#endif
+#if SVMBATCH_HAS_HIP
+		if (name == "hip")
+			open = [] {
+				HipBackend b;
+				return b.device_name() + " (device " + std::to_string(b.device()) +
+				       ", " + b.library() + ")";
+			};
+#endif
+#if SVMBATCH_HAS_HSA
+		if (name == "hsa")
+			open = [] { return joined(HsaBackend().gpu_agents(), ", "); };
+#endif
+#if SVMBATCH_HAS_AMDGPU
+		if (name == "amdgpu") {
+			needs_module = true;
+			open = [] { return AmdgpuBackend().node(); };
+		}
+#endif
+#if SVMBATCH_HAS_DRM
+		if (name == "drm") {
+			needs_module = true;
+			open = [] {
+				DrmBackend b;
+				return b.node() + " (" + b.driver() + ")";
+			};
+		}
+#endif
+		if (open)
+			probes.push_back(probe(name, kernel_mode, needs_module, open));
+		else
+			probes.push_back(
+				{name, false, "", "this command does not know how to open it"});
+	}
+	return probes;
+}
+
+std::string backends_json(const std::vector<BackendProbe> &probes)
+{
+	std::string json;
+
+	for (const BackendProbe &p : probes)
+		json += (json.empty() ? "" : ", ") + std::string("{\"name\": ") +
+			json::quote(p.name) + ", \"usable\": " + (p.usable ? "true" : "false") +
+			", \"device\": " + json::quote(p.device) +
+			", \"reason\": " + json::quote(p.reason) + "}";
+	return "[" + json + "]";
+}
+
 } // namespace
 
 int info(const Paths &paths, bool json)
@@ -106,6 +246,7 @@ int info(const Paths &paths, bool json)
 	std::vector<std::string> features = feature_names(i.features);
 	std::vector<std::string> backends = built_backends();
 	RdmaListing rdma = rdma_listing();
+	std::vector<BackendProbe> probes = probe_backends(loaded);
 
 	if (json) {
 		std::printf(
@@ -113,13 +254,14 @@ int info(const Paths &paths, bool json)
 			"\"library_abi_version\": %u, \"page_size\": %zu, \"features\": [%s], "
 			"\"max_ranges\": %u, \"max_registrations\": %u, \"max_range_bytes\": %llu, "
 			"\"mode\": %s, \"reason\": %s, \"gpu_backends\": [%s], "
-			"\"rdma_devices\": %s}\n",
+			"\"gpu_backends_usable\": %s, \"rdma_devices\": %s}\n",
 			loaded ? "true" : "false", json::quote(paths.device).c_str(), i.abi_version,
 			SVMBATCH_ABI_VERSION, i.page_size, json_list(features).c_str(),
 			i.max_ranges, i.max_registrations,
 			static_cast<unsigned long long>(i.max_range_bytes),
 			json::quote(mode_name(i.mode)).c_str(), json::quote(i.reason).c_str(),
-			json_list(backends).c_str(), rdma.json.c_str());
+			json_list(backends).c_str(), backends_json(probes).c_str(),
+			rdma.json.c_str());
 		return exit_ok;
 	}
 	if (loaded)
@@ -137,6 +279,10 @@ int info(const Paths &paths, bool json)
 	std::printf("page size:     %zu\n", i.page_size);
 	std::printf("library mode:  %s (%s)\n", mode_name(i.mode), i.reason.c_str());
 	std::printf("gpu backends:  %s (built into the library)\n", words(backends).c_str());
+	for (const BackendProbe &p : probes) {
+		std::string state = p.usable ? "usable: " + p.device : "not usable: " + p.reason;
+		std::printf("  %-12s %s\n", (p.name + ":").c_str(), state.c_str());
+	}
 	std::printf("rdma devices:  %s\n", rdma.text.c_str());
 	return exit_ok;
 }
