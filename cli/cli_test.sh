@@ -27,7 +27,7 @@ rdma_here() {
 	find /sys/class/infiniband -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort | tr '\n' ' '
 }
 
-tap_plan 34
+tap_plan 38
 
 run "$cli" --help
 ok "--help exits 0 and lists every subcommand" $((rc != 0 || $(grep -cE '^  (info|stat|bench|selftest) ' "$tmp/out") != 4))
@@ -55,18 +55,38 @@ ok "info --json lists exactly the RDMA devices of /sys/class/infiniband, each wi
 run "$cli" info
 ok "info says which RDMA devices it sees (here: none, or each with its dma-buf answer)" \
 	$((rc != 0 || $(grep -cE '^rdma devices: +(none \(|[^ ]+ \()' "$tmp/out") != 1))
+# What decides how much may be pinned, as the shell sees it: `ulimit -l`
+# counts KiB; JSON gives bytes, or "unlimited".
+memlock_json() {	# memlock_json SOFT-OR-HARD: the limit as info --json should say it
+	local l
+	l=$(ulimit "-$1l")
+	[[ $l == unlimited ]] && echo '"unlimited"' || echo $((l * 1024))
+}
 run "$cli" info --json
 python3 -m json.tool "$tmp/out" >/dev/null
 ok "info --json is JSON (python3 -m json.tool)" $?
+json "d['rlimit_memlock'] == {'soft': $(memlock_json S), 'hard': $(memlock_json H)}"
+ok "info --json: rlimit_memlock soft and hard as ulimit -Sl and -Hl say" $?
+cap=$(awk '/^CapEff:/ { print $2 }' /proc/self/status)
+json "d['cap_ipc_lock'] is bool((0x$cap >> 14) & 1) and type(d['vm_pin_bytes']) is int and d['vm_pin_bytes'] >= 0"
+ok "info --json: cap_ipc_lock as CapEff bit 14 says, vm_pin_bytes a count" $?
 # Every backend built in, each usable or not with a reason; without the
 # module drm and amdgpu never are (they map the module's dma-buf).
 json "[b['name'] for b in d['gpu_backends_usable']] == d['gpu_backends'] and all(set(b) == {'name', 'usable', 'device', 'reason'} and type(b['usable']) is bool and (b['usable'] == (b['reason'] == '')) and (b['usable'] == (b['device'] != '')) for b in d['gpu_backends_usable']) and not any(b['usable'] for b in d['gpu_backends_usable'] if b['name'] in ('drm', 'amdgpu'))"
 ok "info --json: each built backend usable or not and why; drm and amdgpu not without the module" $?
 run "$cli" info
+soft=$(ulimit -Sl) hard=$(ulimit -Hl)
+[[ $soft == unlimited ]] || soft="$soft KiB"
+[[ $hard == unlimited ]] || hard="$hard KiB"
+ok "info: memlock limit as ulimit -l, CAP_IPC_LOCK, VmPin" \
+	$((rc != 0 || $(grep -cE "^memlock limit: $soft soft, $hard hard |^CAP_IPC_LOCK: +(yes|no) |^VmPin: +[0-9]+ KiB " "$tmp/out") != 3))
 built=$(sed -n 's/^gpu backends: *\(.*\) (built into the library)$/\1/p' "$tmp/out")
 [[ $built == - ]] && built=
 ok "info: a line per built backend, usable or not usable with a reason" \
 	$((rc != 0 || $(grep -cE "^  [a-z]+: +(usable: .+|not usable: [a-z ]+: .+)$" "$tmp/out") != $(wc -w <<<"$built")))
+(ulimit -S -l 64 && "$cli" info --json >"$tmp/out" 2>&1)
+json "d['rlimit_memlock']['soft'] == 65536"
+ok "info --json reads the limit of the moment (ulimit -S -l 64)" $?
 # The fake CUDA driver of the library's tests, loaded as libcuda.so.1 is.
 fake_cuda=$(dirname "$cli")/../tests/libsvmbatch_fake_cuda.so
 if [[ -e $fake_cuda ]] && grep -qw cuda <<<"$built"; then

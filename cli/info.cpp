@@ -1,12 +1,18 @@
 // SPDX-License-Identifier: MIT
-// svmbatch info: what the module and the library would do here, and which
-// GPU backends work here.
+// svmbatch info: what the module and the library would do here, which GPU
+// backends work here, and what decides how much this user may pin.
+#include <linux/capability.h>
 #include <linux/svmbatch.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cinttypes>
+#include <cstdint>
 #include <cstdio>
+#include <fstream>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -236,6 +242,87 @@ std::string backends_json(const std::vector<BackendProbe> &probes)
 	return "[" + json + "]";
 }
 
+/* What decides how much this process may pin: RLIMIT_MEMLOCK (the module
+ * and io_uring charge pinned pages against it), CAP_IPC_LOCK (which lifts
+ * it), and what the process has pinned now (VmPin). */
+struct PinLimits {
+	rlim_t soft = RLIM_INFINITY;
+	rlim_t hard = RLIM_INFINITY;
+	std::optional<bool> cap_ipc_lock; ///< unset: /proc/self/status unreadable
+	std::optional<std::uint64_t> vm_pin; ///< bytes; unset: see vm_pin_error
+	std::string vm_pin_error;
+};
+
+/* CapEff of /proc/self/status: the effective capabilities, in hex. */
+std::optional<bool> has_cap_ipc_lock()
+{
+	std::ifstream status("/proc/self/status");
+	std::string line;
+
+	while (std::getline(status, line)) {
+		std::uint64_t caps = 0;
+
+		if (std::sscanf(line.c_str(), "CapEff: %" SCNx64, &caps) == 1)
+			return (caps >> CAP_IPC_LOCK) & 1;
+	}
+	return std::nullopt;
+}
+
+PinLimits pin_limits()
+{
+	PinLimits l;
+	struct rlimit r {};
+
+	if (::getrlimit(RLIMIT_MEMLOCK, &r) == 0) {
+		l.soft = r.rlim_cur;
+		l.hard = r.rlim_max;
+	}
+	l.cap_ipc_lock = has_cap_ipc_lock();
+	try {
+		l.vm_pin = process_pinned_bytes();
+	} catch (const Error &e) {
+		l.vm_pin_error = error_detail(e);
+	}
+	return l;
+}
+
+std::string limit_json(rlim_t v)
+{
+	return v == RLIM_INFINITY ? "\"unlimited\"" : std::to_string(v);
+}
+
+/* As `ulimit -l` counts: KiB, or "unlimited". */
+std::string limit_text(rlim_t v)
+{
+	return v == RLIM_INFINITY ? "unlimited" : std::to_string(v / 1024) + " KiB";
+}
+
+std::string pin_limits_json(const PinLimits &l)
+{
+	return R"("rlimit_memlock": {"soft": )" + limit_json(l.soft) + R"(, "hard": )" +
+	       limit_json(l.hard) + R"(}, "cap_ipc_lock": )" +
+	       (l.cap_ipc_lock ? (*l.cap_ipc_lock ? "true" : "false") : "null") +
+	       R"(, "vm_pin_bytes": )" + (l.vm_pin ? std::to_string(*l.vm_pin) : "null");
+}
+
+void print_pin_limits(const PinLimits &l)
+{
+	std::printf("memlock limit: %s soft, %s hard (RLIMIT_MEMLOCK, `ulimit -l`: what "
+		    "the module and io_uring may pin)\n",
+		    limit_text(l.soft).c_str(), limit_text(l.hard).c_str());
+	if (!l.cap_ipc_lock)
+		std::printf("CAP_IPC_LOCK:  unknown (/proc/self/status has no CapEff)\n");
+	else if (*l.cap_ipc_lock)
+		std::printf("CAP_IPC_LOCK:  yes (pinning is not held to the memlock limit)\n");
+	else
+		std::printf("CAP_IPC_LOCK:  no (pinning is held to the memlock limit)\n");
+	if (l.vm_pin)
+		std::printf("VmPin:         %" PRIu64 " KiB (pinned by this process now)\n",
+			    *l.vm_pin / 1024);
+	else
+		std::printf("VmPin:         unknown (%s)\n", l.vm_pin_error.c_str());
+}
+
 } // namespace
 
 int info(const Paths &paths, bool json)
@@ -247,6 +334,7 @@ int info(const Paths &paths, bool json)
 	std::vector<std::string> backends = built_backends();
 	RdmaListing rdma = rdma_listing();
 	std::vector<BackendProbe> probes = probe_backends(loaded);
+	PinLimits limits = pin_limits();
 
 	if (json) {
 		std::printf(
@@ -254,14 +342,14 @@ int info(const Paths &paths, bool json)
 			"\"library_abi_version\": %u, \"page_size\": %zu, \"features\": [%s], "
 			"\"max_ranges\": %u, \"max_registrations\": %u, \"max_range_bytes\": %llu, "
 			"\"mode\": %s, \"reason\": %s, \"gpu_backends\": [%s], "
-			"\"gpu_backends_usable\": %s, \"rdma_devices\": %s}\n",
+			"\"gpu_backends_usable\": %s, \"rdma_devices\": %s, %s}\n",
 			loaded ? "true" : "false", json::quote(paths.device).c_str(), i.abi_version,
 			SVMBATCH_ABI_VERSION, i.page_size, json_list(features).c_str(),
 			i.max_ranges, i.max_registrations,
 			static_cast<unsigned long long>(i.max_range_bytes),
 			json::quote(mode_name(i.mode)).c_str(), json::quote(i.reason).c_str(),
 			json_list(backends).c_str(), backends_json(probes).c_str(),
-			rdma.json.c_str());
+			rdma.json.c_str(), pin_limits_json(limits).c_str());
 		return exit_ok;
 	}
 	if (loaded)
@@ -284,6 +372,7 @@ int info(const Paths &paths, bool json)
 		std::printf("  %-12s %s\n", (p.name + ":").c_str(), state.c_str());
 	}
 	std::printf("rdma devices:  %s\n", rdma.text.c_str());
+	print_pin_limits(limits);
 	return exit_ok;
 }
 

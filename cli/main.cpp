@@ -35,8 +35,8 @@ int run(int argc, char **argv)
 
 	bool json = false;
 	auto *info = app.add_subcommand("info", "module present? ABI version, limits, features, "
-						"the mode the library would pick, with why, and "
-						"which GPU backends work here");
+						"the mode the library would pick, with why, which "
+						"GPU backends work here, and the memlock limit");
 	info->add_flag("--json", json, "print JSON");
 
 	auto *stat = app.add_subcommand("stat", "registrations, pinned bytes, stale count: "
