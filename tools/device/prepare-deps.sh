@@ -30,6 +30,13 @@ done
 # from PyPI; the venv may lack it): run.sh uses it when the venv has none.
 /usr/bin/python3 -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
 	--target "$out"/pytest 'pytest==8.3.3'
+# The Python package as pip users get it: the sdist (pyproject.toml), and
+# the build backend's wheels for an offline `pip install --no-index
+# --no-build-isolation` (run.sh), pinned as pyproject.toml pins them.
+/usr/bin/python3 -m build --sdist --outdir "$out"/dist . >/dev/null
+/usr/bin/python3 -m pip download --quiet --disable-pip-version-check --no-deps \
+	--dest "$out"/wheels 'scikit-build-core==0.11.6' 'pybind11==2.13.6' \
+	'packaging==24.2' 'pathspec==0.12.1' 'tomli==2.2.1' 'exceptiongroup==1.2.2'
 du -sh "$out"
 # The commit the device run measures (results name it).
 echo "$(git rev-parse HEAD)$(git diff --quiet HEAD -- libsvmbatch tools examples || echo -dirty)" >"$out"/COMMIT

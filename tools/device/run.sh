@@ -176,19 +176,27 @@ if want gpuio; then
 		>"$OUT/gpu-io-bench.json" 2>"$OUT/gpu-io-bench.log"
 	cat "$OUT/gpu-io-bench.log" "$OUT/gpu-io-bench.json"
 fi
-# The Python package built against the venv's interpreter and pybind11,
-# its tests with the venv's torch and safetensors (pytest carried in
-# build/device-deps/pytest where the venv has none), the benchmark.
-python_build() {
-	cmake -S libsvmbatch -B "$work/build" -DSVMBATCH_PYTHON=ON -DPython3_EXECUTABLE="$python" \
-		-Dpybind11_DIR="$("$python" -m pybind11 --cmakedir)" &&
-	cmake --build "$work/build" -j "$(nproc)" --target svmbatch_python
+# The Python package as pip users install it: the sdist of
+# prepare-deps.sh installed into the venv with pip (offline: the build
+# backend's wheels are carried), then its tests with the venv's torch and
+# safetensors (pytest carried in build/device-deps/pytest where the venv
+# has none), the benchmark.  The import must come from the venv.
+python_install() {
+	local t0=$SECONDS
+	"$python" -m pip install --disable-pip-version-check --no-index \
+		--find-links "$deps/wheels" scikit-build-core pybind11 &&
+	"$python" -m pip install --disable-pip-version-check --no-index --no-build-isolation \
+		--force-reinstall --no-deps "$deps"/dist/svmbatch-*.tar.gz &&
+	echo "pip install $(basename "$deps"/dist/svmbatch-*.tar.gz): $((SECONDS - t0)) s" &&
+	(cd / && "$python" -c 'import sys, svmbatch, svmbatch.torch
+print(svmbatch.__file__, svmbatch.__version__)
+sys.exit(not svmbatch.__file__.startswith(sys.prefix))')
 }
 if want torch || want torchbench; then
-	pypath=$work/build/python
-	"$python" -c 'import pytest' 2>/dev/null || pypath=$pypath:$deps/pytest
-	step python-build python_build >"$OUT/python-build.log" 2>&1
-	tail -5 "$OUT/python-build.log"
+	pypath=
+	"$python" -c 'import pytest' 2>/dev/null || pypath=$deps/pytest
+	step python-install python_install >"$OUT/python-install.log" 2>&1
+	tail -5 "$OUT/python-install.log"
 fi
 if want torch; then
 	step python-tests pytest_cuda_ran "$OUT/python-tests.log" env PYTHONPATH="$pypath" \
