@@ -17,6 +17,8 @@ entry points: pin(), Arena and load_safetensors().
 
 __version__ = "1.1.0"  # libsvmbatch's project(VERSION); tools/check-install.sh
 
+import typing as _typing
+
 from ._errors import ArenaFullError, Error, error_class
 from ._errors import io_error as _io_error
 from ._svmbatch import (
@@ -52,7 +54,8 @@ except ImportError:  # a build without the CUDA backend
     CudaMemory = None
 
 
-def check(results, what="I/O"):
+def check(results: _typing.Sequence[IoResult],
+          what: str = "I/O") -> _typing.Sequence[IoResult]:
     """Raise svmbatch.Error for the first failed IoResult of results."""
     for i, r in enumerate(results):
         if r.err:
