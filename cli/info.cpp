@@ -170,6 +170,7 @@ BackendProbe probe(const std::string &name, bool kernel_mode, bool needs_module,
 	return p;
 }
 
+#if SVMBATCH_HAS_HSA
 std::string joined(const std::vector<std::string> &names, const char *sep)
 {
 	std::string out;
@@ -178,6 +179,7 @@ std::string joined(const std::vector<std::string> &names, const char *sep)
 		out += (out.empty() ? "" : sep) + n;
 	return out;
 }
+#endif
 
 std::vector<BackendProbe> probe_backends(bool kernel_mode)
 {
