@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: MIT
-"""load_safetensors: a safetensors file read with READ_FIXED on several
-cores, for CUDA through a ring of registered staging memory whose copies
-to the GPU overlap the reads, for the CPU straight into the tensors."""
+"""load_safetensors: a safetensors checkpoint (one file or its shards)
+read with READ_FIXED on several cores, for CUDA through a ring of
+registered staging memory whose copies to the GPU overlap the reads (one
+ring for every shard, the next shard's reads overlapping the current
+one's copies), for the CPU straight into the tensors."""
 
 import os as _os
 import threading as _threading
@@ -10,6 +12,7 @@ from collections import deque as _deque
 
 import torch as _torch
 
+from . import _checkpoint
 from . import _svmbatch
 from . import _torch_common as _common
 from ._errors import io_error as _io_error
@@ -81,12 +84,14 @@ def _staging_for(key, nbytes, context, cuda, threads):
     return _staging
 
 
-def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chunk_bytes, cuda):
-    """Read into a ring of registered (and CUDA-mapped) staging slots on
-    several cores; copy each slot to the tensors it covers (on the CUDA
-    stream) as soon as its read completes, and read into it again once its
-    copies are done.  groups batches are in flight at once.  cuda=False
-    copies to CPU tensors the same way (the tests of the ring's logic)."""
+def _load_staged(shards, outputs, threads, context, staging_bytes, chunk_bytes, cuda):
+    """Read the shards ((fd, header, path) each, in order) into a ring of
+    registered (and CUDA-mapped) staging slots on several cores; copy each
+    slot to the tensors it covers (on the CUDA stream) as soon as its read
+    completes, and read into it again once its copies are done.  groups
+    batches are in flight at once, and a batch may hold the end of one
+    shard and the start of the next.  cuda=False copies to CPU tensors the
+    same way (the tests of the ring's logic)."""
     chunk_bytes = max(1 << 20, chunk_bytes // 4096 * 4096)
     slots = max(2, staging_bytes // chunk_bytes)
     groups = 4 if slots >= 8 else 2
@@ -95,10 +100,12 @@ def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chu
     if cuda:
         backend, reason = _common.cuda_backend()
         if backend is None:
-            raise _common.no_cuda(f"{path}: device cuda: {reason}")
+            raise _common.no_cuda(f"{shards[0][2]}: device cuda: {reason}")
     stream = _torch.cuda.current_stream() if cuda else None
-    flat = {e.name: _common.bytes_of(outputs[e.name]) for e in header.entries if e.nbytes}
-    order = [e for e in header.entries if e.nbytes]
+    flat = {e.name: _common.bytes_of(outputs[e.name])
+            for _, header, _ in shards for e in header.entries if e.nbytes}
+    # Per shard: its tensors with bytes, in file order.
+    orders = [[e for e in header.entries if e.nbytes] for _, header, _ in shards]
     key = (slots * chunk_bytes, cuda, _torch.cuda.current_device() if cuda else -1, threads,
            id(context))
     # One load at a time uses the cached ring; a concurrent one gets its own.
@@ -113,24 +120,26 @@ def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chu
     staging, base, reader = ring.tensor, ring.offset, ring.reader
     pending = _deque()
     try:
-        # The data section in chunks: (file offset, length).
-        chunks = [(off, min(chunk_bytes, header.data_bytes - off))
+        # Every shard's data section in chunks: (shard, offset in it, length).
+        chunks = [(s, off, min(chunk_bytes, header.data_bytes - off))
+                  for s, (_, header, _) in enumerate(shards)
                   for off in range(0, header.data_bytes, chunk_bytes)]
         events = [None] * groups
-        t_index = 0  # first tensor that may overlap the next chunk
+        t_index = [0] * len(shards)  # per shard: first tensor that may overlap its next chunk
 
         def copy_out(group, first, batch):
-            nonlocal t_index
             results = batch.wait()
             for j, r in enumerate(results):
                 if r.err:
-                    raise _io_error(r.err, f"{path}: reading data bytes at {chunks[first + j][0]}")
+                    s, c_off, _ = chunks[first + j]
+                    raise _io_error(r.err, f"{shards[s][2]}: reading data bytes at {c_off}")
             for j in range(len(results)):
-                c_off, c_len = chunks[first + j]
+                s, c_off, c_len = chunks[first + j]
+                order = orders[s]
                 slot = staging[(group * per_group + j) * chunk_bytes:][:c_len]
-                while t_index < len(order) and order[t_index].end <= c_off:
-                    t_index += 1
-                k = t_index
+                while t_index[s] < len(order) and order[t_index[s]].end <= c_off:
+                    t_index[s] += 1
+                k = t_index[s]
                 while k < len(order) and order[k].begin < c_off + c_len:
                     e = order[k]
                     a = max(e.begin, c_off)
@@ -148,10 +157,12 @@ def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chu
                 copy_out(*pending.popleft())
             if events[group] is not None:
                 events[group].synchronize()  # its slots' copies are done
-            requests = [(fd, header.data_start + chunks[first + j][0],
-                         chunks[first + j][1], 0,
-                         base + (group * per_group + j) * chunk_bytes)
-                        for j in range(min(per_group, len(chunks) - first))]
+            requests = []
+            for j in range(min(per_group, len(chunks) - first)):
+                s, c_off, c_len = chunks[first + j]
+                fd, header, _ = shards[s]
+                requests.append((fd, header.data_start + c_off, c_len, 0,
+                                 base + (group * per_group + j) * chunk_bytes))
             pending.append((group, first, reader.start(requests)))
         while pending:
             copy_out(*pending.popleft())
@@ -168,46 +179,81 @@ def _load_staged(fd, header, outputs, path, threads, context, staging_bytes, chu
             ring.close()
 
 
-def load_safetensors(path: _typing.Union[str, _os.PathLike],
+def _open_shards(checkpoint):
+    """(fd, header, path) of every shard, checked against the index and
+    against each other (a tensor name in two shards); closes what it
+    opened if anything is wrong."""
+    shards = []
+    try:
+        for f in checkpoint.files:
+            fd = _os.open(f, _os.O_RDONLY | _os.O_CLOEXEC)
+            shards.append((fd, None, f))
+            shards[-1] = (fd, _read_header(fd, f), f)
+        _checkpoint.check_index(checkpoint,
+                                [[e.name for e in h.entries] for _, h, _ in shards])
+        seen = {}
+        for _, header, f in shards:
+            for e in header.entries:
+                if e.name in seen:
+                    raise _checkpoint.CheckpointIndexError(
+                        f"tensor {e.name!r} is in both {seen[e.name]} and {f}")
+                seen[e.name] = f
+    except BaseException:
+        for fd, _, _ in shards:
+            _os.close(fd)
+        raise
+    return shards
+
+
+def load_safetensors(path: _typing.Union[str, _os.PathLike,
+                                         _typing.Sequence[_typing.Union[str, _os.PathLike]]],
                      device: _typing.Union[_torch.device, str, int] = "cpu",
                      dtype: _typing.Optional[_torch.dtype] = None, *, threads: int = 0,
                      context: _typing.Optional[_svmbatch.Context] = None,
                      staging_bytes: int = 256 << 20, chunk_bytes: int = 8 << 20,
                      staged: _typing.Optional[bool] = None) -> dict[str, _torch.Tensor]:
-    """Load a safetensors file: a dict name -> tensor on device (the CPU
-    unless told, as safetensors), equal to
-    safetensors.torch.load_file(path, device).  The file is parsed here
-    (hostile files raise ValueError), read with READ_FIXED on several
-    cores (threads: 0 = the CPUs, at most 16); for CUDA through a ring of
-    staging_bytes of registered, CUDA-mapped staging buffers whose H2D
+    """Load a safetensors checkpoint: a dict name -> tensor on device (the
+    CPU unless told, as safetensors), equal to
+    safetensors.torch.load_file(path, device) for one file and to the union
+    of its shards for a sharded one.  path is a .safetensors file, a list
+    of them, a Hugging Face index (model.safetensors.index.json, checked
+    against the shards' headers) or a directory holding an index or shards.
+    The files are parsed here (hostile files and indexes raise
+    ValueError), read with READ_FIXED on several cores (threads: 0 = the
+    CPUs, at most 16); for CUDA through one ring of staging_bytes of
+    registered, CUDA-mapped staging buffers for every shard, whose H2D
     copies overlap the reads; for the CPU straight into the tensors.
     dtype converts the floating-point tensors after loading.  staged=True
     loads CPU tensors through the staging ring too (staged=None: for CUDA
     only)."""
+    checkpoint = _checkpoint.resolve(path)
+    where = checkpoint.index or checkpoint.files[0]
     # An int is a CUDA device, as for safetensors and torch.
     device = _torch.device("cuda", device) if isinstance(device, int) else _torch.device(device)
     if device.type not in ("cpu", "cuda"):
         raise ValueError(f"device {device}: cpu or cuda")
     if device.type == "cuda":
-        device = _common.cuda_device(device, path)
-    fd = _os.open(path, _os.O_RDONLY | _os.O_CLOEXEC)
+        device = _common.cuda_device(device, where)
+    shards = _open_shards(checkpoint)
     try:
-        header = _read_header(fd, path)
         outputs = {}
-        for e in header.entries:
-            kind, shape = _common.torch_dtype(e, path)
-            outputs[e.name] = _torch.empty(shape, dtype=kind, device=device)
+        for _, header, f in shards:
+            for e in header.entries:
+                kind, shape = _common.torch_dtype(e, f)
+                outputs[e.name] = _torch.empty(shape, dtype=kind, device=device)
         if device.type == "cuda":
             with _torch.cuda.device(device):
-                _load_staged(fd, header, outputs, path, threads, context, staging_bytes,
-                             chunk_bytes, cuda=True)
+                _load_staged(shards, outputs, threads, context, staging_bytes, chunk_bytes,
+                             cuda=True)
         elif staged:
-            _load_staged(fd, header, outputs, path, threads, context, staging_bytes,
-                         chunk_bytes, cuda=False)
+            _load_staged(shards, outputs, threads, context, staging_bytes, chunk_bytes,
+                         cuda=False)
         else:
-            _load_cpu(fd, header, outputs, path, threads, context)
+            for fd, header, f in shards:
+                _load_cpu(fd, header, outputs, f, threads, context)
     finally:
-        _os.close(fd)
+        for fd, _, _ in shards:
+            _os.close(fd)
     if dtype is not None:
         # Packed float4 pairs have no elementwise conversion.
         outputs = {k: (v.to(dtype) if v.is_floating_point() and v.dtype not in _common.PACKED
