@@ -20,7 +20,7 @@ from .arena import Arena as _Arena
 from .pinning import _register_tensors
 from .safetensors_format import read_header as _read_header
 
-__all__ = ["load_safetensors", "release_staging"]
+__all__ = ["iter_safetensors", "load_safetensors", "release_staging"]
 
 
 def _check_read(results, names, path):
@@ -29,9 +29,9 @@ def _check_read(results, names, path):
             raise _io_error(r.err, f"{path}: reading tensor {name!r} after {r.bytes} bytes")
 
 
-def _load_cpu(fd, header, outputs, path, threads, context):
-    """Read straight into the output tensors, registered for the read."""
-    entries = [e for e in header.entries if e.nbytes]
+def _load_cpu(fd, entries, header, outputs, path, threads, context):
+    """Read entries straight into their output tensors, registered for the read."""
+    entries = [e for e in entries if e.nbytes]
     if not entries:
         return
     tensors = [outputs[e.name] for e in entries]
@@ -60,6 +60,10 @@ class _Staging:
         self.tensor = None
 
 
+# The ring kept between loads (a sharded checkpoint, the next model): a
+# load takes it out of here and puts it back when done, so that no lock is
+# held while an iterator waits for its caller; a second load at the same
+# time makes a ring of its own, freed when it is done.
 _staging = None
 _staging_lock = _threading.Lock()
 
@@ -68,30 +72,65 @@ def release_staging() -> None:
     """Free the staging ring that load_safetensors keeps between loads."""
     global _staging
     with _staging_lock:
-        if _staging is not None:
-            _staging.close()
-            _staging = None
+        ring, _staging = _staging, None
+    if ring is not None:
+        ring.close()
 
 
-def _staging_for(key, nbytes, context, cuda, threads):
-    """The cached ring if it fits key (the caller holds _staging_lock)."""
+def _take_ring(key, nbytes, context, cuda, threads):
     global _staging
-    if _staging is None or _staging.key != key:
-        if _staging is not None:
-            _staging.close()
-            _staging = None
-        _staging = _Staging(key, nbytes, context, cuda, threads)
-    return _staging
+    with _staging_lock:
+        ring, _staging = _staging, None
+    if ring is not None and ring.key != key:
+        ring.close()
+        ring = None
+    return ring if ring is not None else _Staging(key, nbytes, context, cuda, threads)
 
 
-def _load_staged(shards, outputs, threads, context, staging_bytes, chunk_bytes, cuda):
-    """Read the shards ((fd, header, path) each, in order) into a ring of
-    registered (and CUDA-mapped) staging slots on several cores; copy each
-    slot to the tensors it covers (on the CUDA stream) as soon as its read
-    completes, and read into it again once its copies are done.  groups
-    batches are in flight at once, and a batch may hold the end of one
-    shard and the start of the next.  cuda=False copies to CPU tensors the
-    same way (the tests of the ring's logic)."""
+def _give_back(ring):
+    global _staging
+    with _staging_lock:
+        if _staging is None:
+            _staging, ring = ring, None
+    if ring is not None:
+        ring.close()
+
+
+def _chunks(wanted, chunk_bytes):
+    """(shard, offset, length) pieces of at most chunk_bytes covering the
+    bytes of the wanted tensors (per shard, in file order), adjacent
+    tensors' bytes read together, the bytes of others skipped."""
+    out = []
+    for s, entries in enumerate(wanted):
+        runs = []
+        for e in entries:
+            if not e.nbytes:
+                continue
+            if runs and runs[-1][1] == e.begin:
+                runs[-1][1] = e.end
+            else:
+                runs.append([e.begin, e.end])
+        for begin, end in runs:
+            out.extend((s, off, min(chunk_bytes, end - off))
+                       for off in range(begin, end, chunk_bytes))
+    return out
+
+
+def _stream_staged(shards, wanted, make, device, dtype, threads, context, staging_bytes,
+                   chunk_bytes):
+    """Yield (name, tensor) of the wanted entries (per shard of shards,
+    (fd, header, path) each, the entries in file order), in file order.
+    The bytes are read into a ring of registered (and, for CUDA, mapped)
+    staging slots on several cores; each slot is copied to the tensors it
+    covers (on the device's current stream) as soon as its read completes,
+    and read into again once its copies are done.  groups batches are in
+    flight at once, and a batch may hold the end of one shard and the start
+    of the next.  A tensor is made (make(entry)) when its first bytes
+    arrive and handed out once its last copy is queued: memory holds the
+    ring and the tensors the caller keeps, never the checkpoint: nothing
+    here refers to a tensor once it is handed out.  dtype converts each
+    floating-point tensor on its device as it is handed out."""
+    cuda = device.type == "cuda"
     chunk_bytes = max(1 << 20, chunk_bytes // 4096 * 4096)
     slots = max(2, staging_bytes // chunk_bytes)
     groups = 4 if slots >= 8 else 2
@@ -101,60 +140,75 @@ def _load_staged(shards, outputs, threads, context, staging_bytes, chunk_bytes, 
         backend, reason = _common.cuda_backend()
         if backend is None:
             raise _common.no_cuda(f"{shards[0][2]}: device cuda: {reason}")
-    stream = _torch.cuda.current_stream() if cuda else None
-    flat = {e.name: _common.bytes_of(outputs[e.name])
-            for _, header, _ in shards for e in header.entries if e.nbytes}
-    # Per shard: its tensors with bytes, in file order.
-    orders = [[e for e in header.entries if e.nbytes] for _, header, _ in shards]
-    key = (slots * chunk_bytes, cuda, _torch.cuda.current_device() if cuda else -1, threads,
-           id(context))
-    # One load at a time uses the cached ring; a concurrent one gets its own.
-    shared = _staging_lock.acquire(blocking=False)
-    try:
-        ring = _staging_for(key, slots * chunk_bytes, context, cuda, threads) if shared else \
-            _Staging(key, slots * chunk_bytes, context, cuda, threads)
-    except BaseException:
-        if shared:
-            _staging_lock.release()
-        raise
+        stream = _torch.cuda.current_stream(device)
+        key = (slots * chunk_bytes, True, device.index, threads, id(context))
+        with _torch.cuda.device(device):  # the ring is mapped for this GPU
+            ring = _take_ring(key, slots * chunk_bytes, context, True, threads)
+    else:
+        stream = None
+        key = (slots * chunk_bytes, False, -1, threads, id(context))
+        ring = _take_ring(key, slots * chunk_bytes, context, False, threads)
     staging, base, reader = ring.tensor, ring.offset, ring.reader
+    orders = [[e for e in entries if e.nbytes] for entries in wanted]
+    chunks = _chunks(wanted, chunk_bytes)
+    # What is handed out next: (shard, index in wanted[shard]).
+    ready = [(s, e) for s, entries in enumerate(wanted) for e in entries]
+    handed = 0
+    flat = {}
+    made = {}
     pending = _deque()
+    events = [None] * groups
+    t_index = [0] * len(shards)  # per shard: first tensor that may overlap its next chunk
+
+    def copy_out(group, first, batch):
+        results = batch.wait()
+        for j, r in enumerate(results):
+            if r.err:
+                s, c_off, _ = chunks[first + j]
+                raise _io_error(r.err, f"{shards[s][2]}: reading data bytes at {c_off}")
+        for j in range(len(results)):
+            s, c_off, c_len = chunks[first + j]
+            order = orders[s]
+            slot = staging[(group * per_group + j) * chunk_bytes:][:c_len]
+            while t_index[s] < len(order) and order[t_index[s]].end <= c_off:
+                t_index[s] += 1
+            k = t_index[s]
+            while k < len(order) and order[k].begin < c_off + c_len:
+                e = order[k]
+                dst = flat.get(e.name)
+                if dst is None:
+                    made[e.name] = make(e)
+                    dst = flat[e.name] = _common.bytes_of(made[e.name])
+                a = max(e.begin, c_off)
+                b = min(e.end, c_off + c_len)
+                dst[a - e.begin:b - e.begin].copy_(slot[a - c_off:b - c_off], non_blocking=True)
+                k += 1
+        if cuda:
+            events[group] = _torch.cuda.Event()
+            events[group].record(stream)
+        last_s, last_off, last_len = chunks[first + len(results) - 1]
+        return last_s, last_off + last_len
+
+    def take(e):
+        flat.pop(e.name, None)
+        t = made.pop(e.name, None)
+        return _converted(t if t is not None else make(e), dtype)
+
+    def complete(frontier):
+        """The tensors whose bytes are all copied, in file order."""
+        nonlocal handed
+        while handed < len(ready):
+            s, e = ready[handed]
+            if frontier is not None and (s, e.end) > frontier:
+                return
+            handed += 1
+            yield e.name, take(e)
+
     try:
-        # Every shard's data section in chunks: (shard, offset in it, length).
-        chunks = [(s, off, min(chunk_bytes, header.data_bytes - off))
-                  for s, (_, header, _) in enumerate(shards)
-                  for off in range(0, header.data_bytes, chunk_bytes)]
-        events = [None] * groups
-        t_index = [0] * len(shards)  # per shard: first tensor that may overlap its next chunk
-
-        def copy_out(group, first, batch):
-            results = batch.wait()
-            for j, r in enumerate(results):
-                if r.err:
-                    s, c_off, _ = chunks[first + j]
-                    raise _io_error(r.err, f"{shards[s][2]}: reading data bytes at {c_off}")
-            for j in range(len(results)):
-                s, c_off, c_len = chunks[first + j]
-                order = orders[s]
-                slot = staging[(group * per_group + j) * chunk_bytes:][:c_len]
-                while t_index[s] < len(order) and order[t_index[s]].end <= c_off:
-                    t_index[s] += 1
-                k = t_index[s]
-                while k < len(order) and order[k].begin < c_off + c_len:
-                    e = order[k]
-                    a = max(e.begin, c_off)
-                    b = min(e.end, c_off + c_len)
-                    flat[e.name][a - e.begin:b - e.begin].copy_(
-                        slot[a - c_off:b - c_off], non_blocking=True)
-                    k += 1
-            if cuda:
-                events[group] = _torch.cuda.Event()
-                events[group].record(stream)
-
         for n, first in enumerate(range(0, len(chunks), per_group)):
             group = n % groups
             if len(pending) == groups:
-                copy_out(*pending.popleft())
+                yield from complete(copy_out(*pending.popleft()))
             if events[group] is not None:
                 events[group].synchronize()  # its slots' copies are done
             requests = []
@@ -165,7 +219,8 @@ def _load_staged(shards, outputs, threads, context, staging_bytes, chunk_bytes, 
                                  base + (group * per_group + j) * chunk_bytes))
             pending.append((group, first, reader.start(requests)))
         while pending:
-            copy_out(*pending.popleft())
+            yield from complete(copy_out(*pending.popleft()))
+        yield from complete(None)
     finally:
         # Every batch waited for or cancelled before the ring is reused.
         for _, _, batch in pending:
@@ -173,10 +228,7 @@ def _load_staged(shards, outputs, threads, context, staging_bytes, chunk_bytes, 
             batch.wait()
         if cuda:
             stream.synchronize()  # no copy from the ring still in flight
-        if shared:
-            _staging_lock.release()
-        else:
-            ring.close()
+        _give_back(ring)
 
 
 def _open_shards(checkpoint):
@@ -205,11 +257,90 @@ def _open_shards(checkpoint):
     return shards
 
 
-def load_safetensors(path: _typing.Union[str, _os.PathLike,
-                                         _typing.Sequence[_typing.Union[str, _os.PathLike]]],
-                     device: _typing.Union[_torch.device, str, int] = "cpu",
-                     dtype: _typing.Optional[_torch.dtype] = None, *, threads: int = 0,
-                     context: _typing.Optional[_svmbatch.Context] = None,
+_Names = _typing.Union[_typing.Iterable[str], _typing.Callable[[str], bool], None]
+_Path = _typing.Union[str, _os.PathLike, _typing.Sequence[_typing.Union[str, _os.PathLike]]]
+
+
+def _device_of(device, where):
+    # An int is a CUDA device, as for safetensors and torch.
+    device = _torch.device("cuda", device) if isinstance(device, int) else _torch.device(device)
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device {device}: cpu or cuda")
+    if device.type == "cuda":
+        device = _common.cuda_device(device, where)
+    return device
+
+
+def _wanted(shards, names, where):
+    """Per shard, the entries to load; names: None (all), a predicate, or
+    names that must all be in the checkpoint."""
+    if names is None:
+        return [list(header.entries) for _, header, _ in shards]
+    if callable(names):
+        return [[e for e in header.entries if names(e.name)] for _, header, _ in shards]
+    names = set(names)
+    wanted = [[e for e in header.entries if e.name in names] for _, header, _ in shards]
+    missing = names - {e.name for entries in wanted for e in entries}
+    if missing:
+        raise KeyError(f"{where}: no tensor {', '.join(repr(n) for n in sorted(missing))}")
+    return wanted
+
+
+def _maker(shards, wanted, device):
+    """The torch dtype and shape of every wanted entry, checked before
+    anything is read; make(entry) allocates its tensor."""
+    specs = {}
+    for (_, _, f), entries in zip(shards, wanted):
+        for e in entries:
+            specs[e.name] = _common.torch_dtype(e, f)
+
+    def make(e):
+        kind, shape = specs[e.name]
+        return _torch.empty(shape, dtype=kind, device=device)
+    return make
+
+
+def _converted(t, dtype):
+    # Packed float4 pairs have no elementwise conversion.
+    if dtype is None or not t.is_floating_point() or t.dtype in _common.PACKED:
+        return t
+    return t.to(dtype)
+
+
+def iter_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int] = "cpu",
+                     dtype: _typing.Optional[_torch.dtype] = None, *, names: _Names = None,
+                     threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
+                     staging_bytes: int = 256 << 20, chunk_bytes: int = 8 << 20
+                     ) -> _typing.Iterator[tuple[str, _torch.Tensor]]:
+    """(name, tensor) of a safetensors checkpoint, one tensor at a time in
+    file order, for a serving engine's load_weights(): what
+    load_safetensors returns, without holding the model.  path is what
+    load_safetensors takes.  The bytes go through the staging ring
+    (staging_bytes, also for the CPU) into each tensor, made when its
+    first bytes arrive and handed out when its copy is queued (on the
+    device's current stream, so the caller's use of it comes after);
+    memory holds the ring and what the caller keeps.  names selects the
+    tensors: a collection of names (each must exist, else KeyError) or a
+    predicate; the others' bytes are not read.  dtype converts the
+    floating-point tensors, on the device, as each is handed out.
+    Stopping early (break, close()) cancels the reads in flight."""
+    checkpoint = _checkpoint.resolve(path)
+    where = checkpoint.index or checkpoint.files[0]
+    device = _device_of(device, where)
+    shards = _open_shards(checkpoint)
+    try:
+        wanted = _wanted(shards, names, where)
+        make = _maker(shards, wanted, device)
+        yield from _stream_staged(shards, wanted, make, device, dtype, threads, context,
+                                  staging_bytes, chunk_bytes)
+    finally:
+        for fd, _, _ in shards:
+            _os.close(fd)
+
+
+def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int] = "cpu",
+                     dtype: _typing.Optional[_torch.dtype] = None, *, names: _Names = None,
+                     threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
                      staging_bytes: int = 256 << 20, chunk_bytes: int = 8 << 20,
                      staged: _typing.Optional[bool] = None) -> dict[str, _torch.Tensor]:
     """Load a safetensors checkpoint: a dict name -> tensor on device (the
@@ -222,40 +353,28 @@ def load_safetensors(path: _typing.Union[str, _os.PathLike,
     ValueError), read with READ_FIXED on several cores (threads: 0 = the
     CPUs, at most 16); for CUDA through one ring of staging_bytes of
     registered, CUDA-mapped staging buffers for every shard, whose H2D
-    copies overlap the reads; for the CPU straight into the tensors.
-    dtype converts the floating-point tensors after loading.  staged=True
-    loads CPU tensors through the staging ring too (staged=None: for CUDA
-    only)."""
+    copies overlap the reads (the stream of iter_safetensors, into tensors
+    all made before the first read); for the CPU
+    straight into the tensors.  names loads only some tensors (as
+    iter_safetensors).  dtype converts the floating-point tensors.
+    staged=True loads CPU tensors through the staging ring too (staged=None:
+    for CUDA only)."""
     checkpoint = _checkpoint.resolve(path)
     where = checkpoint.index or checkpoint.files[0]
-    # An int is a CUDA device, as for safetensors and torch.
-    device = _torch.device("cuda", device) if isinstance(device, int) else _torch.device(device)
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"device {device}: cpu or cuda")
-    if device.type == "cuda":
-        device = _common.cuda_device(device, where)
+    device = _device_of(device, where)
     shards = _open_shards(checkpoint)
     try:
-        outputs = {}
-        for _, header, f in shards:
-            for e in header.entries:
-                kind, shape = _common.torch_dtype(e, f)
-                outputs[e.name] = _torch.empty(shape, dtype=kind, device=device)
-        if device.type == "cuda":
-            with _torch.cuda.device(device):
-                _load_staged(shards, outputs, threads, context, staging_bytes, chunk_bytes,
-                             cuda=True)
-        elif staged:
-            _load_staged(shards, outputs, threads, context, staging_bytes, chunk_bytes,
-                         cuda=False)
-        else:
-            for fd, header, f in shards:
-                _load_cpu(fd, header, outputs, f, threads, context)
+        wanted = _wanted(shards, names, where)
+        make = _maker(shards, wanted, device)
+        # Every tensor made before the first read: no allocation in the
+        # loop that keeps the reads going.
+        outputs = {e.name: make(e) for entries in wanted for e in entries}
+        if device.type == "cuda" or staged:
+            return dict(_stream_staged(shards, wanted, lambda e: outputs[e.name], device, dtype,
+                                       threads, context, staging_bytes, chunk_bytes))
+        for (fd, header, f), entries in zip(shards, wanted):
+            _load_cpu(fd, entries, header, outputs, f, threads, context)
     finally:
         for fd, _, _ in shards:
             _os.close(fd)
-    if dtype is not None:
-        # Packed float4 pairs have no elementwise conversion.
-        outputs = {k: (v.to(dtype) if v.is_floating_point() and v.dtype not in _common.PACKED
-                       else v) for k, v in outputs.items()}
-    return outputs
+    return {k: _converted(v, dtype) for k, v in outputs.items()}

@@ -17,9 +17,9 @@ io_uring) and say why CUDA is absent (``cuda_reason``).
 
 from ._torch_common import cuda_backend, default_context
 from .arena import Arena
-from .loading import load_safetensors, release_staging
+from .loading import iter_safetensors, load_safetensors, release_staging
 from .pinning import Pinned, pin
 from .saving import save_safetensors
 
-__all__ = ["Arena", "Pinned", "cuda_backend", "default_context", "load_safetensors", "pin",
-           "release_staging", "save_safetensors"]
+__all__ = ["Arena", "Pinned", "cuda_backend", "default_context", "iter_safetensors",
+           "load_safetensors", "pin", "release_staging", "save_safetensors"]

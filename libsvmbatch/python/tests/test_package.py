@@ -14,11 +14,11 @@ import torch  # noqa: F401
 PUBLIC = {
     "svmbatch.pinning": {"Pinned", "pin"},
     "svmbatch.arena": {"Arena"},
-    "svmbatch.loading": {"load_safetensors", "release_staging"},
+    "svmbatch.loading": {"iter_safetensors", "load_safetensors", "release_staging"},
     "svmbatch.saving": {"save_safetensors"},
     "svmbatch.safetensors_format": {"Entry", "FormatError", "Header", "ITEM_BITS", "ITEM_BYTES",
                                     "MAX_HEADER_BYTES", "encode_header", "read_header"},
-    "svmbatch.torch": {"Arena", "Pinned", "cuda_backend", "default_context",
+    "svmbatch.torch": {"Arena", "Pinned", "cuda_backend", "default_context", "iter_safetensors",
                        "load_safetensors", "pin", "release_staging", "save_safetensors"},
 }
 
