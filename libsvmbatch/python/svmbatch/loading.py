@@ -5,6 +5,7 @@ registered staging memory whose copies to the GPU overlap the reads (one
 ring for every shard, the next shard's reads overlapping the current
 one's copies), for the CPU straight into the tensors."""
 
+import contextlib as _contextlib
 import os as _os
 import threading as _threading
 import typing as _typing
@@ -300,6 +301,23 @@ def _maker(shards, wanted, device):
     return make
 
 
+@_contextlib.contextmanager
+def _opened(path, device, names):
+    """The checkpoint at path, opened and checked for a load to device:
+    (shards, the wanted entries per shard, their maker, the device); the
+    device is checked before any file is opened, every fd closed after."""
+    checkpoint = _checkpoint.resolve(path)
+    where = checkpoint.index or checkpoint.files[0]
+    device = _device_of(device, where)
+    shards = _open_shards(checkpoint)
+    try:
+        wanted = _wanted(shards, names, where)
+        yield shards, wanted, _maker(shards, wanted, device), device
+    finally:
+        for fd, _, _ in shards:
+            _os.close(fd)
+
+
 def _converted(t, dtype):
     # Packed float4 pairs have no elementwise conversion.
     if dtype is None or not t.is_floating_point() or t.dtype in _common.PACKED:
@@ -324,18 +342,9 @@ def iter_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
     predicate; the others' bytes are not read.  dtype converts the
     floating-point tensors, on the device, as each is handed out.
     Stopping early (break, close()) cancels the reads in flight."""
-    checkpoint = _checkpoint.resolve(path)
-    where = checkpoint.index or checkpoint.files[0]
-    device = _device_of(device, where)
-    shards = _open_shards(checkpoint)
-    try:
-        wanted = _wanted(shards, names, where)
-        make = _maker(shards, wanted, device)
+    with _opened(path, device, names) as (shards, wanted, make, device):
         yield from _stream_staged(shards, wanted, make, device, dtype, threads, context,
                                   staging_bytes, chunk_bytes)
-    finally:
-        for fd, _, _ in shards:
-            _os.close(fd)
 
 
 def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int] = "cpu",
@@ -359,13 +368,7 @@ def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
     iter_safetensors).  dtype converts the floating-point tensors.
     staged=True loads CPU tensors through the staging ring too (staged=None:
     for CUDA only)."""
-    checkpoint = _checkpoint.resolve(path)
-    where = checkpoint.index or checkpoint.files[0]
-    device = _device_of(device, where)
-    shards = _open_shards(checkpoint)
-    try:
-        wanted = _wanted(shards, names, where)
-        make = _maker(shards, wanted, device)
+    with _opened(path, device, names) as (shards, wanted, make, device):
         # Every tensor made before the first read: no allocation in the
         # loop that keeps the reads going.
         outputs = {e.name: make(e) for entries in wanted for e in entries}
@@ -374,7 +377,4 @@ def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
                                        threads, context, staging_bytes, chunk_bytes))
         for (fd, header, f), entries in zip(shards, wanted):
             _load_cpu(fd, entries, header, outputs, f, threads, context)
-    finally:
-        for fd, _, _ in shards:
-            _os.close(fd)
     return {k: _converted(v, dtype) for k, v in outputs.items()}
