@@ -15,12 +15,15 @@
 #   python-build.log  python-tests.log  torch-cpp-tests.log  torch-bench.json  torch-bench.log
 # Ends with "N passed, N failed" over: build, ABI check, tests, example,
 # benchmark, pipeline benchmark, the Python package's build, its tests
-# with the venv's torch and CUDA, the torch benchmark.
+# with the venv's torch and CUDA, the torch benchmark, the loaders'
+# benchmark.
 # SVMBATCH_DEVICE_STEPS picks groups (comma-separated; default all): cuda
 # (ABI check, tests, example, benchmark), pipeline, gpuio (GPU-driven I/O:
 # the 4 GiB test and its benchmark), torch (the Python package, its tests,
 # the C++ torch tests, the benchmark), torchbench (the Python package and
-# the benchmark alone); the build always runs (device time is scarce).
+# the benchmark alone), loaders (the Python package, the peer loaders and
+# bench/loaders_bench.py; SVMBATCH_LOADERS_ARGS passes it arguments); the
+# CMake build runs for the groups that need it.
 # Each benchmark writes its JSON itself, with the commit measured
 # (build/device-deps/COMMIT, from prepare-deps.sh), the machine, the mode
 # and its method inside.  The builds under /tmp/svmbatch-device are kept,
@@ -137,10 +140,13 @@ pytest_cuda_ran() {
 	fi
 	return "$rc"
 }
-step build build >"$OUT/build.log" 2>&1
-tail -20 "$OUT/build.log"
 steps=${SVMBATCH_DEVICE_STEPS:-all}
 want() { [[ $steps == all || ,$steps, == *,$1,* ]]; }
+# The CMake build is for the groups that run its programs.
+if want cuda || want pipeline || want gpuio || want torch; then
+	step build build >"$OUT/build.log" 2>&1
+	tail -20 "$OUT/build.log"
+fi
 if want cuda; then
 	step cuda-abi-check cmake --build "$work/build" --target cuda_abi_check
 	step cuda-tests gtest_all_ran "$work/build/examples/cuda_device_tests" >"$OUT/cuda-tests.log" 2>&1
@@ -192,7 +198,7 @@ python_install() {
 print(svmbatch.__file__, svmbatch.__version__)
 sys.exit(not svmbatch.__file__.startswith(sys.prefix))')
 }
-if want torch || want torchbench; then
+if want torch || want torchbench || want loaders; then
 	pypath=
 	"$python" -c 'import pytest' 2>/dev/null || pypath=$deps/pytest
 	step python-install python_install >"$OUT/python-install.log" 2>&1
@@ -219,6 +225,19 @@ if want torch || want torchbench; then
 		--dir /dev/shm --gib 4,16 --cold-dir /var/tmp --reps 5 --cold-reps 3 \
 		--commit "$commit" >"$OUT/torch-bench.json" 2>"$OUT/torch-bench.log"
 	cat "$OUT/torch-bench.log"
+fi
+# Every safetensors loader a serving engine offers, on the same files, in
+# one run (the peers' wheels carried in build/device-deps/peers).
+if want loaders; then
+	step peers-install "$python" -m pip install --disable-pip-version-check --no-index \
+		--find-links "$deps/peers" instanttensor fastsafetensors runai-model-streamer \
+		>"$OUT/peers-install.log" 2>&1
+	tail -3 "$OUT/peers-install.log"
+	read -ra loaders_args <<<"${SVMBATCH_LOADERS_ARGS:-}"
+	step loaders-bench env PYTHONPATH="$pypath" "$python" bench/loaders_bench.py \
+		--commit "$commit" --out "$OUT/loaders-bench.json" "${loaders_args[@]}" \
+		>/dev/null 2>"$OUT/loaders-bench.log"
+	cat "$OUT/loaders-bench.log"
 fi
 echo "device run: $passed passed, $failed failed"
 [[ $failed == 0 ]]
