@@ -26,6 +26,9 @@ PACKAGES=(
 	shellcheck clang-format-14 jq
 	python3-dev pybind11-dev python3-pytest python3-numpy python3-torch libtorch-dev python3-pip
 	python3-build python3-venv
+	# what transformers imports (tools/python-deps.sh brings it, pinned, from
+	# PyPI with huggingface-hub and tokenizers, without their dependencies)
+	python3-regex python3-filelock python3-tqdm python3-yaml python3-requests python3-packaging
 	libibverbs-dev ibverbs-providers iproute2 libucx-dev
 	hipcc libamdhip64-dev
 )

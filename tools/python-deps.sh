@@ -3,8 +3,10 @@
 #
 # What the Python tests need from PyPI (Debian 12 lacks it): the pinned
 # versions of libsvmbatch/python/tests/requirements.txt, installed into
-# build/pydeps (pip --target: nothing outside the tree changes).  Does
-# nothing when they are there already.
+# build/pydeps (pip --target: nothing outside the tree changes) without
+# their dependencies, which come from Debian (tools/install-deps.sh): a
+# numpy from PyPI would shadow the one Debian's torch is built against.
+# Does nothing when they are there already.
 #
 # usage: python-deps.sh [PYTHON]
 set -euo pipefail
