@@ -279,6 +279,26 @@ SVMBATCH_API int svmbatch_arena_get_info(const svmbatch_arena *arena,
 					 struct svmbatch_arena_info *info);
 
 /*
+ * Page-cache residency of [offset, offset + length) of the regular file
+ * open at fd (length 0: to the end of the file), in pages of page_size
+ * bytes: by cachestat() where the kernel has it, else mmap() + mincore().
+ */
+enum svmbatch_residency_method {
+	SVMBATCH_RESIDENCY_CACHESTAT = 1,
+	SVMBATCH_RESIDENCY_MINCORE = 2,
+};
+
+struct svmbatch_file_residency {
+	uint64_t resident_pages;
+	uint64_t total_pages; /* of the range, clipped at the end of the file */
+	uint64_t page_size;
+	enum svmbatch_residency_method method;
+};
+
+SVMBATCH_API int svmbatch_file_get_residency(int fd, uint64_t offset, uint64_t length,
+					     struct svmbatch_file_residency *residency);
+
+/*
  * The names of libsvmbatch 0.1, before every function was named
  * svmbatch_<object>_<verb>: the same functions, still exported (the soname
  * stays libsvmbatch.so.1).  New code uses the names above.

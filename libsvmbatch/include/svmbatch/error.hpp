@@ -21,7 +21,7 @@ enum class Step {
 	Export, ///< EXPORT_DMABUF
 	GpuOpen, ///< a GpuBackend loading its driver and finding its device
 	GpuMap, ///< a GpuBackend mapping the buffers
-	Diagnostics, ///< reading VmPin or the module's stats (diagnostics.hpp)
+	Diagnostics, ///< reading VmPin, the module's stats or a file's page-cache residency
 	IoUringSubmit, ///< submitting to or reaping from the ring (Reader)
 	RdmaOpen, ///< RdmaBackend loading libibverbs and querying the device
 	RdmaRegister, ///< RdmaBackend registering memory regions
