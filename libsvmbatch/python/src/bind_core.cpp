@@ -12,6 +12,7 @@
 #include <svmbatch/diagnostics.hpp>
 #include <svmbatch/dmabuf.hpp>
 #include <svmbatch/error.hpp>
+#include <svmbatch/page_cache.hpp>
 
 #include "bindings.hpp"
 #include "dlpack_export.hpp"
@@ -354,6 +355,34 @@ void bind_diagnostics(py::module_ &m)
 	m.def("read_module_stats", &read_module_stats,
 	      py::arg("debugfs_dir") = "/sys/kernel/debug/svmbatch",
 	      "the module's counters (debugfs; root)");
+	py::class_<PageCacheResidency>(m, "PageCacheResidency",
+				       "what page_cache_residency() counted: resident_pages "
+				       "of total_pages (of page_size bytes), by method")
+		.def_readonly("resident_pages", &PageCacheResidency::resident_pages)
+		.def_readonly("total_pages", &PageCacheResidency::total_pages)
+		.def_readonly("page_size", &PageCacheResidency::page_size)
+		.def_property_readonly("method",
+				       [](const PageCacheResidency &r) {
+					       return std::string(residency_method_name(r.method));
+				       })
+		.def("__repr__", [](const PageCacheResidency &r) {
+			return "PageCacheResidency(resident_pages=" +
+			       std::to_string(r.resident_pages) +
+			       ", total_pages=" + std::to_string(r.total_pages) +
+			       ", page_size=" + std::to_string(r.page_size) + ", method='" +
+			       residency_method_name(r.method) + "')";
+		});
+	m.def(
+		"page_cache_residency",
+		[](int fd, std::uint64_t offset, std::uint64_t length) {
+			py::gil_scoped_release nogil;
+			return page_cache_residency(fd, offset, length);
+		},
+		py::arg("fd"), py::arg("offset") = 0, py::arg("length") = 0,
+		"the pages of [offset, offset + length) of the regular file open at fd (length 0: "
+		"to its end) and how many of them the page cache holds: by cachestat() where the "
+		"kernel has it (method 'cachestat'), else mmap + mincore() ('mincore'); "
+		"svmbatch.Error (step 'diagnostics') on failure");
 }
 
 } // namespace

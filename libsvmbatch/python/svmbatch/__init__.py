@@ -34,6 +34,7 @@ from ._svmbatch import (
     IoRequest,
     IoResult,
     Mode,
+    PageCacheResidency,
     Parallelism,
     Reader,
     RegisteredBuffer,
@@ -43,6 +44,7 @@ from ._svmbatch import (
     built_backends,
     map,  # noqa: A004 - the library's name for it
     mode_name,
+    page_cache_residency,
     process_pinned_bytes,
     read_module_stats,
 )
@@ -66,7 +68,8 @@ def check(results: _typing.Sequence[IoResult],
 __all__ = [
     "Arena", "ArenaFullError", "BufferSharing", "Context", "CudaBackend", "CudaMemory",
     "DmaBuf", "Error", "GpuAddressKind", "GpuBackend", "GpuMapping", "Info", "IoBatch",
-    "IoRequest", "IoResult", "Mode", "Parallelism", "Reader", "RegisteredBuffer",
-    "Registration", "SyncMode", "Writer", "built_backends", "check", "error_class", "map",
-    "mode_name", "process_pinned_bytes", "read_module_stats",
+    "IoRequest", "IoResult", "Mode", "PageCacheResidency", "Parallelism", "Reader",
+    "RegisteredBuffer", "Registration", "SyncMode", "Writer", "built_backends", "check",
+    "error_class", "map", "mode_name", "page_cache_residency", "process_pinned_bytes",
+    "read_module_stats",
 ]
