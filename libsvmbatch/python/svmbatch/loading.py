@@ -3,9 +3,11 @@
 read with READ_FIXED on several cores, for CUDA through a ring of
 registered staging memory whose copies to the GPU overlap the reads (one
 ring for every shard, the next shard's reads overlapping the current
-one's copies), for the CPU straight into the tensors."""
+one's copies), for the CPU straight into the tensors.  A shard the page
+cache does not hold is read with O_DIRECT (io="auto")."""
 
 import contextlib as _contextlib
+import errno as _errno
 import os as _os
 import threading as _threading
 import typing as _typing
@@ -16,6 +18,7 @@ import torch as _torch
 from . import _checkpoint
 from . import _svmbatch
 from . import _torch_common as _common
+from ._errors import Error as _svmbatch_error
 from ._errors import io_error as _io_error
 from .arena import Arena as _Arena
 from .pinning import _register_tensors
@@ -50,7 +53,8 @@ class _Staging:
 
     def __init__(self, key, nbytes, context, cuda, threads):
         self.key = key
-        self.arena = _Arena(nbytes, context=context, cuda=cuda)
+        # Page-aligned slots: O_DIRECT reads land in them.
+        self.arena = _Arena(nbytes, context=context, cuda=cuda, alignment=_DIRECT_ALIGN)
         self.tensor = self.arena.empty(nbytes, dtype=_torch.uint8)
         self.offset = self.tensor.data_ptr() - self.arena.base_address
         self.reader = _svmbatch.Reader(self.arena.registration, threads=threads)
@@ -97,10 +101,20 @@ def _give_back(ring):
         ring.close()
 
 
-def _chunks(wanted, chunk_bytes):
-    """(shard, offset, length) pieces of at most chunk_bytes covering the
-    bytes of the wanted tensors (per shard, in file order), adjacent
-    tensors' bytes read together, the bytes of others skipped."""
+# File offsets, lengths and memory of O_DIRECT reads are multiples of
+# this: every logical block size up to 4 KiB, and the page size.
+_DIRECT_ALIGN = 4096
+
+
+def _chunks(wanted, chunk_bytes, starts, direct):
+    """(shard, offset, length, file offset, read length) pieces, each read
+    of at most chunk_bytes, covering the bytes of the wanted tensors (per
+    shard, in file order; offsets into the data section, which begins at
+    file offset starts[shard]), adjacent tensors' bytes read together, the
+    bytes of others skipped.  A read of a buffered shard is its piece; one
+    of an O_DIRECT shard (direct[shard]) begins and ends on _DIRECT_ALIGN
+    file offsets around it (the last one may reach past the end of the
+    file), and the piece is the wanted bytes inside it."""
     out = []
     for s, entries in enumerate(wanted):
         runs = []
@@ -111,16 +125,41 @@ def _chunks(wanted, chunk_bytes):
                 runs[-1][1] = e.end
             else:
                 runs.append([e.begin, e.end])
+        start = starts[s]
         for begin, end in runs:
-            out.extend((s, off, min(chunk_bytes, end - off))
-                       for off in range(begin, end, chunk_bytes))
+            if direct[s] is None:
+                out.extend((s, off, min(chunk_bytes, end - off), start + off,
+                            min(chunk_bytes, end - off))
+                           for off in range(begin, end, chunk_bytes))
+                continue
+            low = (start + begin) // _DIRECT_ALIGN * _DIRECT_ALIGN
+            high = -(-(start + end) // _DIRECT_ALIGN) * _DIRECT_ALIGN
+            for at in range(low, high, chunk_bytes):
+                n = min(chunk_bytes, high - at)
+                a = max(at, start + begin)
+                b = min(at + n, start + end)
+                out.append((s, a - start, b - a, at, n))
     return out
 
 
+def _check_direct(r, s, shards, piece):
+    """A read of an O_DIRECT shard may stop at the end of the file (short,
+    ENODATA): fine if it has every byte the piece wants."""
+    _, c_off, c_len, r_off, _ = piece
+    _, header, path = shards[s]
+    needed = header.data_start + c_off + c_len - r_off
+    if r.bytes < needed:
+        err = r.err if r.err not in (0, _errno.ENODATA) else _errno.EIO
+        raise _io_error(err, f"{path}: O_DIRECT read at file offset {r_off}: {r.bytes} of "
+                             f"the {needed} bytes that hold data bytes [{c_off}, "
+                             f"{c_off + c_len})")
+
+
 def _stream_staged(shards, wanted, make, device, dtype, threads, context, staging_bytes,
-                   chunk_bytes):
+                   chunk_bytes, direct):
     """Yield (name, tensor) of the wanted entries (per shard of shards,
     (fd, header, path) each, the entries in file order), in file order.
+    direct: per shard, its O_DIRECT fd to read it with, or None.
     The bytes are read into a ring of registered (and, for CUDA, mapped)
     staging slots on several cores; each slot is copied to the tensors it
     covers (on the device's current stream) as soon as its read completes,
@@ -151,7 +190,7 @@ def _stream_staged(shards, wanted, make, device, dtype, threads, context, stagin
         ring = _take_ring(key, slots * chunk_bytes, context, False, threads)
     staging, base, reader = ring.tensor, ring.offset, ring.reader
     orders = [[e for e in entries if e.nbytes] for entries in wanted]
-    chunks = _chunks(wanted, chunk_bytes)
+    chunks = _chunks(wanted, chunk_bytes, [h.data_start for _, h, _ in shards], direct)
     # What is handed out next: (shard, index in wanted[shard]).
     ready = [(s, e) for s, entries in enumerate(wanted) for e in entries]
     handed = 0
@@ -164,13 +203,17 @@ def _stream_staged(shards, wanted, make, device, dtype, threads, context, stagin
     def copy_out(group, first, batch):
         results = batch.wait()
         for j, r in enumerate(results):
-            if r.err:
-                s, c_off, _ = chunks[first + j]
+            s, c_off = chunks[first + j][:2]
+            if direct[s] is not None:
+                _check_direct(r, s, shards, chunks[first + j])
+            elif r.err:
                 raise _io_error(r.err, f"{shards[s][2]}: reading data bytes at {c_off}")
         for j in range(len(results)):
-            s, c_off, c_len = chunks[first + j]
+            s, c_off, c_len, r_off, _ = chunks[first + j]
             order = orders[s]
-            slot = staging[(group * per_group + j) * chunk_bytes:][:c_len]
+            # Where the piece's first byte is in the slot (0 unless O_DIRECT).
+            skew = shards[s][1].data_start + c_off - r_off
+            slot = staging[(group * per_group + j) * chunk_bytes + skew:][:c_len]
             while t_index[s] < len(order) and order[t_index[s]].end <= c_off:
                 t_index[s] += 1
             k = t_index[s]
@@ -187,7 +230,7 @@ def _stream_staged(shards, wanted, make, device, dtype, threads, context, stagin
         if cuda:
             events[group] = _torch.cuda.Event()
             events[group].record(stream)
-        last_s, last_off, last_len = chunks[first + len(results) - 1]
+        last_s, last_off, last_len = chunks[first + len(results) - 1][:3]
         return last_s, last_off + last_len
 
     def take(e):
@@ -214,9 +257,9 @@ def _stream_staged(shards, wanted, make, device, dtype, threads, context, stagin
                 events[group].synchronize()  # its slots' copies are done
             requests = []
             for j in range(min(per_group, len(chunks) - first)):
-                s, c_off, c_len = chunks[first + j]
-                fd, header, _ = shards[s]
-                requests.append((fd, header.data_start + c_off, c_len, 0,
+                s, _, _, r_off, r_len = chunks[first + j]
+                fd = shards[s][0] if direct[s] is None else direct[s]
+                requests.append((fd, r_off, r_len, 0,
                                  base + (group * per_group + j) * chunk_bytes))
             pending.append((group, first, reader.start(requests)))
         while pending:
@@ -301,19 +344,66 @@ def _maker(shards, wanted, device):
     return make
 
 
+_IO_MODES = ("auto", "buffered", "direct")
+
+
+def _check_io(io):
+    if io not in _IO_MODES:
+        raise ValueError(f"io={io!r}: one of {', '.join(repr(m) for m in _IO_MODES)}")
+
+
+def _cold(fd, header):
+    """Whether less than half of a shard's data is in the page cache (one
+    query); a file whose residency cannot be told is read buffered."""
+    try:
+        r = _svmbatch.page_cache_residency(fd, header.data_start, header.data_bytes)
+    except _svmbatch_error:
+        return False
+    return r.resident_pages * 2 < r.total_pages
+
+
+def _open_direct(shards, wanted, io, direct):
+    """Append to direct, per shard, an O_DIRECT fd of it or None: for
+    io="direct" every shard with bytes to read, for "auto" those the page
+    cache holds less than half of.  A file system that refuses O_DIRECT
+    (tmpfs: EINVAL) is an error for "direct", the buffered path for "auto"."""
+    for (fd, header, f), entries in zip(shards, wanted):
+        if io == "buffered" or not any(e.nbytes for e in entries) or \
+                (io == "auto" and not _cold(fd, header)):
+            direct.append(None)
+            continue
+        try:
+            direct.append(_os.open(f, _os.O_RDONLY | _os.O_CLOEXEC | _os.O_DIRECT))
+        except OSError as e:
+            if io == "auto" and e.errno in (_errno.EINVAL, _errno.EOPNOTSUPP):
+                direct.append(None)
+                continue
+            hint = "" if e.errno != _errno.EINVAL else \
+                " (its file system may have no O_DIRECT: io='auto' then reads it buffered)"
+            raise _io_error(e.errno, f"{f}: open with O_DIRECT for io={io!r}{hint}") from None
+
+
 @_contextlib.contextmanager
-def _opened(path, device, names):
+def _opened(path, device, names, io="buffered"):
     """The checkpoint at path, opened and checked for a load to device:
-    (shards, the wanted entries per shard, their maker, the device); the
-    device is checked before any file is opened, every fd closed after."""
+    (shards, the wanted entries per shard, their maker, the device, the
+    O_DIRECT fd of each shard or None, as io says); io and the device are
+    checked before any file is opened, every fd closed after."""
+    _check_io(io)
     checkpoint = _checkpoint.resolve(path)
     where = checkpoint.index or checkpoint.files[0]
     device = _device_of(device, where)
     shards = _open_shards(checkpoint)
+    direct = []
     try:
         wanted = _wanted(shards, names, where)
-        yield shards, wanted, _maker(shards, wanted, device), device
+        make = _maker(shards, wanted, device)
+        _open_direct(shards, wanted, io, direct)
+        yield shards, wanted, make, device, direct
     finally:
+        for fd in direct:
+            if fd is not None:
+                _os.close(fd)
         for fd, _, _ in shards:
             _os.close(fd)
 
@@ -328,8 +418,8 @@ def _converted(t, dtype):
 def iter_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int] = "cpu",
                      dtype: _typing.Optional[_torch.dtype] = None, *, names: _Names = None,
                      threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
-                     staging_bytes: int = 256 << 20, chunk_bytes: int = 8 << 20
-                     ) -> _typing.Iterator[tuple[str, _torch.Tensor]]:
+                     staging_bytes: int = 256 << 20, chunk_bytes: int = 8 << 20,
+                     io: str = "auto") -> _typing.Iterator[tuple[str, _torch.Tensor]]:
     """(name, tensor) of a safetensors checkpoint, one tensor at a time in
     file order, for a serving engine's load_weights(): what
     load_safetensors returns, without holding the model.  path is what
@@ -341,17 +431,19 @@ def iter_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
     tensors: a collection of names (each must exist, else KeyError) or a
     predicate; the others' bytes are not read.  dtype converts the
     floating-point tensors, on the device, as each is handed out.
-    Stopping early (break, close()) cancels the reads in flight."""
-    with _opened(path, device, names) as (shards, wanted, make, device):
+    Stopping early (break, close()) cancels the reads in flight.  io is
+    how the files are read, as for load_safetensors."""
+    with _opened(path, device, names, io) as (shards, wanted, make, device, direct):
         yield from _stream_staged(shards, wanted, make, device, dtype, threads, context,
-                                  staging_bytes, chunk_bytes)
+                                  staging_bytes, chunk_bytes, direct)
 
 
 def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int] = "cpu",
                      dtype: _typing.Optional[_torch.dtype] = None, *, names: _Names = None,
                      threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
                      staging_bytes: int = 256 << 20, chunk_bytes: int = 8 << 20,
-                     staged: _typing.Optional[bool] = None) -> dict[str, _torch.Tensor]:
+                     staged: _typing.Optional[bool] = None,
+                     io: str = "auto") -> dict[str, _torch.Tensor]:
     """Load a safetensors checkpoint: a dict name -> tensor on device (the
     CPU unless told, as safetensors), equal to
     safetensors.torch.load_file(path, device) for one file and to the union
@@ -367,14 +459,28 @@ def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
     straight into the tensors.  names loads only some tensors (as
     iter_safetensors).  dtype converts the floating-point tensors.
     staged=True loads CPU tensors through the staging ring too (staged=None:
-    for CUDA only)."""
-    with _opened(path, device, names) as (shards, wanted, make, device):
+    for CUDA, and for the CPU where a shard is read with O_DIRECT).
+
+    io says how each file is read: "buffered" through the page cache,
+    "direct" with O_DIRECT (4096-aligned reads into the staging ring,
+    around the page cache: for a checkpoint that is not in it; a file
+    system without O_DIRECT, such as tmpfs, is an svmbatch.Error EINVAL
+    naming the file), "auto" (the default) O_DIRECT for each shard the page
+    cache holds less than half of (svmbatch.page_cache_residency()), else,
+    and where the file system has no O_DIRECT, buffered.  staged=False
+    reads buffered: O_DIRECT needs the ring's aligned memory."""
+    _check_io(io)
+    if staged is False and io == "direct":
+        raise ValueError("io='direct' reads through the staging ring: not with staged=False")
+    if staged is False and io == "auto":
+        io = "buffered"
+    with _opened(path, device, names, io) as (shards, wanted, make, device, direct):
         # Every tensor made before the first read: no allocation in the
         # loop that keeps the reads going.
         outputs = {e.name: make(e) for entries in wanted for e in entries}
-        if device.type == "cuda" or staged:
+        if device.type == "cuda" or staged or any(fd is not None for fd in direct):
             return dict(_stream_staged(shards, wanted, lambda e: outputs[e.name], device, dtype,
-                                       threads, context, staging_bytes, chunk_bytes))
+                                       threads, context, staging_bytes, chunk_bytes, direct))
         for (fd, header, f), entries in zip(shards, wanted):
             _load_cpu(fd, entries, header, outputs, f, threads, context)
     return {k: _converted(v, dtype) for k, v in outputs.items()}
