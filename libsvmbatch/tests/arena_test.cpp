@@ -27,6 +27,7 @@
 #include <svmbatch/all.hpp>
 #include <svmbatch/arena.hpp>
 
+#include "arena/arena_memlock.hpp"
 #if SVMBATCH_HAS_CUDA
 #include "fake_cuda/fake_cuda.h"
 #endif
@@ -477,32 +478,174 @@ TEST_F(ArenaTest, ThreadsCarveAndFreeAtOnce)
 	EXPECT_EQ(a.largest_free(), a.capacity());
 }
 
-TEST_F(ArenaTest, MemlockLimitFailsTheRegistrationAndLeavesNothing)
+/* A budget of limit bytes with pinned bytes pinned already, no CAP_IPC_LOCK. */
+detail::MemlockBudget budget(std::uint64_t limit, std::uint64_t pinned)
+{
+	detail::MemlockBudget b;
+	b.soft_limit = limit;
+	b.hard_limit = limit;
+	b.pinned = pinned;
+	b.page_size = page;
+	return b;
+}
+
+bool says(const Error &e, const std::string &what)
+{
+	return std::string(e.what()).find(what) != std::string::npos;
+}
+
+/*
+ * The check counts pages as the module's charge does (VmPin + the new pages
+ * against the soft limit) and names the limit, what is pinned, the request
+ * and how to raise the limit.  On its own, in any mode: the budget is given.
+ */
+TEST(ArenaMemlock, TheCheckCountsLikeTheModuleAndSaysWhatToChange)
+{
+	const std::uint64_t mib = 1 << 20;
+	const detail::MemlockBudget b = budget(64 * mib, 8 * mib);
+
+	detail::check_memlock(b, 56 * mib); /* exactly the limit: fits */
+	Error e = expect_error([&] { detail::check_memlock(b, 56 * mib + page); });
+	EXPECT_EQ(e.err(), ENOMEM) << e.what();
+	EXPECT_EQ(e.step(), Step::Validate);
+	EXPECT_EQ(e.buffer_index(), Error::no_index);
+	const std::uint64_t need = 64 * mib + page;
+	for (const std::string &what :
+	     {std::string("RLIMIT_MEMLOCK, 64 MiB (67108864 bytes)"),
+	      std::string("with 8 MiB (8388608 bytes) pinned already (VmPin)"),
+	      "pinning " + std::to_string((56 * mib + page) / 1024) + " KiB (" +
+		      std::to_string(56 * mib + page) + " bytes) would pass",
+	      std::string("CAP_IPC_LOCK"), "`ulimit -l " + std::to_string(need / 1024) + "`",
+	      "LimitMEMLOCK=" + std::to_string(need),
+	      "`docker run --ulimit memlock=" + std::to_string(need) + ":" + std::to_string(need),
+	      std::string("the hard limit, 64 MiB")})
+		EXPECT_TRUE(says(e, what)) << "no \"" << what << "\" in: " << e.what();
+
+	/* A part of a page counts as a page. */
+	EXPECT_EQ(expect_error([&] { detail::check_memlock(b, 56 * mib + 1); }).err(), ENOMEM);
+	/* Pinned past the limit already (it was lowered since): nothing fits. */
+	EXPECT_EQ(expect_error([&] { detail::check_memlock(budget(mib, 2 * mib), page); }).err(),
+		  ENOMEM);
+	/* A raised hard limit is not asked for. */
+	detail::MemlockBudget soft = b;
+	soft.hard_unlimited = true;
+	EXPECT_FALSE(
+		says(expect_error([&] { detail::check_memlock(soft, 64 * mib); }), "hard limit"));
+	/* CAP_IPC_LOCK and an unlimited soft limit bypass it, as in the module. */
+	detail::MemlockBudget cap = b, unlimited = b;
+	cap.cap_ipc_lock = true;
+	unlimited.unlimited = true;
+	detail::check_memlock(cap, 1024 * mib);
+	detail::check_memlock(unlimited, 1024 * mib);
+}
+
+/* The budget is read from this process: the soft and hard limits, the
+ * effective CAP_IPC_LOCK and VmPin. */
+TEST(ArenaMemlock, TheBudgetIsReadFromTheProcess)
+{
+	int status = test::run_in_child([]() -> int {
+		if (!test::drop_cap_ipc_lock())
+			return 10;
+		rlimit lim{1 << 20, 2 << 20}; /* lowered: no CAP_SYS_RESOURCE needed */
+		if (::setrlimit(RLIMIT_MEMLOCK, &lim))
+			return 11;
+		detail::MemlockBudget b;
+		if (!detail::read_memlock_budget(&b))
+			return 12;
+		if (b.soft_limit != lim.rlim_cur || b.hard_limit != lim.rlim_max || b.unlimited ||
+		    b.hard_unlimited)
+			return 13;
+		if (b.cap_ipc_lock)
+			return 14;
+		if (b.pinned != process_pinned_bytes() || b.page_size != page)
+			return 15;
+		return 0;
+	});
+	EXPECT_EQ(status, 0);
+}
+
+/*
+ * Userspace mode pins nothing itself (the GPU drivers that pin there charge
+ * no memlock limit): an arena over RLIMIT_MEMLOCK is made there.
+ */
+TEST_F(ArenaTest, UserspaceModeIsNotHeldToTheMemlockLimit)
+{
+	if (ctx_->mode() != Mode::Userspace)
+		GTEST_SKIP() << "userspace mode only (mode under test: " << mode_name(ctx_->mode())
+			     << ")";
+	int status = test::run_in_child([]() -> int {
+		if (!test::drop_cap_ipc_lock())
+			return 10;
+		rlimit lim{page, page};
+		if (::setrlimit(RLIMIT_MEMLOCK, &lim))
+			return 11;
+		Context ctx(Mode::Userspace);
+		Arena a(ctx, 64 * page, small_pages());
+		return a.mapped_bytes() == 64 * page ? 0 : 12;
+	});
+	EXPECT_EQ(status, 0);
+}
+
+/*
+ * Kernel mode: RLIMIT_MEMLOCK of limit bytes without CAP_IPC_LOCK.  An
+ * arena of exactly the limit fits (the module pins it); one page more is
+ * refused before anything is mapped, faulted in or registered, and so is
+ * REGISTER of the same page by the module itself.
+ */
+TEST_F(ArenaTest, MemlockLimitRefusesTheArenaBeforeAnyWork)
 {
 	SVMBATCH_SKIP_UNLESS_KERNEL_MODE();
 	int status = test::run_in_child([]() -> int {
 		if (!test::drop_cap_ipc_lock())
 			return 10;
-		const std::size_t bytes = 8 << 20;
-		rlimit lim{bytes / 2, bytes / 2};
+		const std::size_t limit = 8 << 20;
+		rlimit lim{limit, limit};
 		if (::setrlimit(RLIMIT_MEMLOCK, &lim))
 			return 11;
 		Context ctx(Mode::Kernel); /* the parent's is bound to its mm */
-		const std::uint64_t pin = process_pinned_bytes();
+		const std::uint64_t pin0 = process_pinned_bytes();
+		if (pin0 % page != 0 || pin0 > limit / 2)
+			return 12;
+		Arena fits(ctx, limit - pin0, small_pages());
+		if (process_pinned_bytes() != limit)
+			return 13;
+
+		const std::size_t bytes = 64 << 20;
 		const std::uint64_t vm = status_bytes("VmSize");
+		const std::uint64_t rss = status_bytes("VmRSS");
 		try {
 			Arena a(ctx, bytes, small_pages());
-			return 12;
+			return 14;
 		} catch (const Error &e) {
-			if (e.err() != ENOMEM || e.step() != Step::Register) {
+			if (e.err() != ENOMEM || e.step() != Step::Validate ||
+			    !says(e, "RLIMIT_MEMLOCK, 8 MiB") ||
+			    !says(e, "pinning 64 MiB (67108864 bytes)") ||
+			    !says(e, "with 8 MiB (8388608 bytes) pinned already") ||
+			    !says(e, "ulimit -l 73728")) {
 				std::fprintf(stderr, "unexpected: %s\n", e.what());
-				return 13;
+				return 15;
 			}
 		}
-		if (process_pinned_bytes() != pin)
-			return 14;
-		if (status_bytes("VmSize") >= vm + bytes)
-			return 15; /* the mapping stayed */
+		if (process_pinned_bytes() != limit)
+			return 16;
+		/* Nothing mapped, nothing touched: not even a huge page's worth. */
+		if (status_bytes("VmSize") >= vm + huge_page ||
+		    status_bytes("VmRSS") >= rss + huge_page)
+			return 17;
+		/* One page more is what the module refuses too. */
+		test::MappedPages one(1);
+		Buffer b{one.p, page};
+		try {
+			(void)ctx.register_buffers({&b, 1});
+			return 18;
+		} catch (const Error &e) {
+			if (e.err() != ENOMEM || e.step() != Step::Register)
+				return 19;
+		}
+		fits.reset();
+		if (test::settled_pinned_bytes(pin0) != pin0)
+			return 20;
+		Arena again(ctx, page, small_pages()); /* room again */
 		return 0;
 	});
 	EXPECT_EQ(status, 0);

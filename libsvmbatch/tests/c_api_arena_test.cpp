@@ -3,15 +3,18 @@
 // pages, and NULL and unknown arguments, in the mode under test.
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include <svmbatch/capi.h>
+#include <svmbatch/diagnostics.hpp>
 
 #include "test_util.hpp"
 
@@ -146,6 +149,46 @@ TEST_F(CApiArena, DefaultOptionsGiveATwoMebibyteAlignedThpArena)
 	EXPECT_EQ(info.alignment, 256u);
 	EXPECT_EQ(info.capacity, 1u);
 	svmbatch_arena_destroy(a);
+}
+
+/*
+ * Kernel mode, without CAP_IPC_LOCK: an arena over RLIMIT_MEMLOCK is
+ * -ENOMEM before anything is mapped, and the message says so in the C++
+ * API's words (step validate, the limit, the request, what to change).
+ */
+TEST_F(CApiArena, OverTheMemlockLimitIsENOMEMBeforeAnyWork)
+{
+	SVMBATCH_SKIP_UNLESS_KERNEL_MODE();
+	int status = svmbatch::test::run_in_child([]() -> int {
+		if (!svmbatch::test::drop_cap_ipc_lock())
+			return 10;
+		rlimit lim{1 << 20, 1 << 20};
+		if (::setrlimit(RLIMIT_MEMLOCK, &lim))
+			return 11;
+		svmbatch_ctx *ctx = nullptr;
+		if (svmbatch_ctx_open(SVMBATCH_MODE_KERNEL, nullptr, &ctx))
+			return 12;
+		const std::uint64_t pin = svmbatch::process_pinned_bytes();
+		svmbatch_arena_options o{};
+		o.pages = SVMBATCH_ARENA_PAGES_SMALL;
+		alignas(16) unsigned char junk[16] = {};
+		auto *a = reinterpret_cast<svmbatch_arena *>(junk);
+		int ret = svmbatch_arena_create(ctx, std::size_t{16} << 20, &o, &a);
+		const std::string msg = svmbatch_last_error();
+		svmbatch_ctx_close(ctx);
+		if (ret != -ENOMEM || a != nullptr)
+			return 13;
+		for (const char *what :
+		     {"svmbatch validate: arena: pinning 16 MiB", "RLIMIT_MEMLOCK, 1 MiB",
+		      "CAP_IPC_LOCK", "ulimit -l 16384", "LimitMEMLOCK=16777216",
+		      "--ulimit memlock=16777216:16777216"})
+			if (msg.find(what) == std::string::npos) {
+				std::fprintf(stderr, "no \"%s\" in: %s\n", what, msg.c_str());
+				return 14;
+			}
+		return svmbatch::process_pinned_bytes() == pin ? 0 : 15;
+	});
+	EXPECT_EQ(status, 0);
 }
 
 } // namespace

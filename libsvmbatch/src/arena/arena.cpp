@@ -11,6 +11,7 @@
 #include <svmbatch/gpu/backend.hpp>
 #include <svmbatch/registration.hpp>
 
+#include "arena/arena_memlock.hpp"
 #include "arena/arena_memory.hpp"
 #include "arena/block_allocator.hpp"
 
@@ -40,12 +41,27 @@ ArenaFull::ArenaFull(const std::string &what, std::size_t requested, std::size_t
 struct Arena::State {
 	State(Context &context, std::size_t bytes, const ArenaOptions &o)
 		: allocator(bytes, o.alignment),
+		  fits_memlock(check_memlock(context, bytes, o.pages)),
 		  memory(bytes, o.pages, o.numa_node, o.prefault_threads), kind(o.pages),
 		  numa_node(o.numa_node < 0 ? -1 : o.numa_node),
 		  registration(register_whole(context, memory))
 	{
 		if (o.backend != nullptr)
 			mapping.emplace(o.backend->map(registration));
+	}
+
+	// The module charges the whole mapping to RLIMIT_MEMLOCK when it pins
+	// it: a pool that cannot fit fails here, once the arguments are
+	// checked and before gigabytes are mapped and faulted in for nothing.
+	// Userspace mode pins nothing itself, and the GPU drivers that pin
+	// there charge no memlock limit.
+	static bool check_memlock(const Context &context, std::size_t bytes, PageKind kind)
+	{
+		detail::MemlockBudget budget;
+		if (context.mode() == Mode::Kernel && detail::read_memlock_budget(&budget))
+			detail::check_memlock(budget,
+					      detail::ArenaMemory::mapped_size(bytes, kind));
+		return true;
 	}
 
 	static Registration register_whole(Context &context, const detail::ArenaMemory &m)
@@ -55,6 +71,7 @@ struct Arena::State {
 	}
 
 	detail::BlockAllocator allocator;
+	bool fits_memlock; ///< checked before anything is mapped
 	detail::ArenaMemory memory;
 	PageKind kind;
 	int numa_node;

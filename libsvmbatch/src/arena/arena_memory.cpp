@@ -76,14 +76,25 @@ int prefault_range(char *p, std::size_t n, std::size_t page)
 
 } // namespace
 
-ArenaMemory::ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsigned threads)
+std::size_t ArenaMemory::mapped_size(std::size_t bytes, PageKind kind)
 {
 	if (bytes == 0)
 		fail(EINVAL, "size 0", Step::Validate);
-	const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 	switch (kind) {
 	case PageKind::Small:
-		mapped_ = round_up(bytes, page);
+		return round_up(bytes, static_cast<std::size_t>(sysconf(_SC_PAGESIZE)));
+	case PageKind::Thp:
+	case PageKind::Hugetlb:
+		return round_up(bytes, huge_page);
+	}
+	fail(EINVAL, "unknown page kind", Step::Validate);
+}
+
+ArenaMemory::ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsigned threads)
+{
+	mapped_ = mapped_size(bytes, kind);
+	switch (kind) {
+	case PageKind::Small:
 		base_ = static_cast<char *>(mmap(nullptr, mapped_, PROT_READ | PROT_WRITE,
 						 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0));
 		if (base_ == MAP_FAILED) {
@@ -92,13 +103,11 @@ ArenaMemory::ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsign
 		}
 		break;
 	case PageKind::Thp:
-		mapped_ = round_up(bytes, huge_page);
 		base_ = map_aligned(mapped_);
 		// Best effort: THP may be disabled ("never"); small pages then.
 		(void)madvise(base_, mapped_, MADV_HUGEPAGE);
 		break;
 	case PageKind::Hugetlb:
-		mapped_ = round_up(bytes, huge_page);
 		base_ = static_cast<char *>(
 			mmap(nullptr, mapped_, PROT_READ | PROT_WRITE,
 			     MAP_PRIVATE | MAP_ANONYMOUS | MAP_HUGETLB | map_huge_2mb, -1, 0));

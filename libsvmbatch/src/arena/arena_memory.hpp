@@ -23,6 +23,10 @@ public:
 	ArenaMemory &operator=(ArenaMemory &&) = delete;
 	~ArenaMemory();
 
+	/// What bytes of kind map to: rounded up to the kind's page.  Throws
+	/// Error (step Validate) for 0 and sizes that cannot be rounded.
+	static std::size_t mapped_size(std::size_t bytes, PageKind kind);
+
 	char *base() const noexcept { return base_; }
 	std::size_t mapped_bytes() const noexcept { return mapped_; }
 
