@@ -377,6 +377,61 @@ TEST_F(ArenaTest, HugetlbPastThePoolFailsAndLeavesNothing)
 	EXPECT_LT(status_bytes("VmSize"), vm + pages * huge_page);
 }
 
+/*
+ * What an arena of bytes costs: resident memory (RssAnon, or HugetlbPages
+ * for hugetlb) and, in kernel mode, VmPin grow by bytes rounded up to the
+ * page kind's page, which for 33 MiB + 1 (5 MiB + 1 of hugetlb, the guests'
+ * pool is 32 MiB) is far from the power of two above.  The slack covers the
+ * library's own small allocations in RssAnon, never a rounding; hugetlb
+ * pages are counted exactly.
+ */
+void expect_exact_growth(Context &ctx, PageKind kind, std::size_t bytes, const char *resident_field,
+			 std::size_t unit, std::size_t slack)
+{
+	const std::size_t expected = (bytes + unit - 1) / unit * unit;
+	ArenaOptions o;
+	o.pages = kind;
+	o.prefault_threads = 1;
+	const std::uint64_t pin = test::quiet_pinned_bytes();
+	const std::uint64_t resident = status_bytes(resident_field);
+	{
+		Arena a(ctx, bytes, o);
+		ASSERT_EQ(a.mapped_bytes(), expected);
+		const std::uint64_t grown = status_bytes(resident_field) - resident;
+		EXPECT_GE(grown, expected) << resident_field;
+		EXPECT_LE(grown, expected + slack) << resident_field;
+		const std::uint64_t pinned = process_pinned_bytes() - pin;
+		EXPECT_EQ(pinned, ctx.mode() == Mode::Kernel ? expected : 0u);
+	}
+	EXPECT_EQ(test::settled_pinned_bytes(pin), pin);
+	EXPECT_LE(status_bytes(resident_field), resident + slack) << resident_field;
+}
+
+constexpr std::size_t odd_size = (std::size_t{33} << 20) + 1;
+
+TEST_F(ArenaTest, SmallPagesGrowRssAndVmPinByTheSizeRoundedToAPage)
+{
+	expect_exact_growth(*ctx_, PageKind::Small, odd_size, "RssAnon", page, 1 << 20);
+}
+
+TEST_F(ArenaTest, ThpGrowsRssAndVmPinByTheSizeRoundedToAHugePage)
+{
+	expect_exact_growth(*ctx_, PageKind::Thp, odd_size, "RssAnon", huge_page, 1 << 20);
+}
+
+TEST_F(ArenaTest, HugetlbGrowsHugetlbPagesAndVmPinByTheSizeRoundedToAHugePage)
+{
+	const std::uint64_t size_kb = meminfo("Hugepagesize");
+	const std::uint64_t free_pages = meminfo("HugePages_Free");
+	if (size_kb != 2048 || free_pages < 3)
+		SVMBATCH_SKIP_ABSENT("hugetlb",
+				     "no three free 2 MiB hugetlb pages (Hugepagesize " +
+					     std::to_string(size_kb) + " kB, HugePages_Free " +
+					     std::to_string(free_pages) + "; vm.nr_hugepages)");
+	expect_exact_growth(*ctx_, PageKind::Hugetlb, (std::size_t{5} << 20) + 1, "HugetlbPages",
+			    huge_page, 0);
+}
+
 TEST_F(ArenaTest, NumaBindingIsApplied)
 {
 	ArenaOptions o = small_pages();
