@@ -45,6 +45,8 @@ struct CudaFake {
 	static void add_host_alloc(void *p, std::size_t len) { fake_cuda_add_host_alloc(p, len); }
 	static void add_managed(void *p, std::size_t len) { fake_cuda_add_managed(p, len); }
 	static int registered() { return fake_cuda_registered(); }
+	static int register_calls() { return fake_cuda_register_calls(); }
+	static std::size_t largest_register() { return fake_cuda_largest_register(); }
 	static unsigned last_register_flags() { return fake_cuda_last_register_flags(); }
 	static int primary_retained() { return fake_cuda_primary_retained(); }
 	/// Unified addressing: the device pointer is the host address.

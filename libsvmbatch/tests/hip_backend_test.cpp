@@ -55,6 +55,8 @@ template <int version> struct HipFake {
 	static void add_host_alloc(void *p, std::size_t len) { fake_hip_add_host_alloc(p, len); }
 	static void add_managed(void *p, std::size_t len) { fake_hip_add_managed(p, len); }
 	static int registered() { return fake_hip_registered(); }
+	static int register_calls() { return fake_hip_register_calls(); }
+	static std::size_t largest_register() { return fake_hip_largest_register(); }
 	static unsigned last_register_flags() { return fake_hip_last_register_flags(); }
 	/// Not the host address, so that an identity mapping would show.
 	static const char *device_address(const void *host)

@@ -9,7 +9,7 @@
 // F, the fake's traits: Backend, Memory, words (RuntimeWords), label (the
 // instantiation's name); reset(devices), options(device); the fake's
 // controls (fail_register_after, add_host_alloc, add_managed, registered,
-// last_register_flags); device_address(host), the pointer the fake gives
+// register_calls, largest_register, last_register_flags); device_address(host), the pointer the fake gives
 // for a registered host address; read_only_register_flags;
 // expect_opened(backend) and expect_balanced(), its own checks after
 // opening and after every call.
@@ -27,6 +27,7 @@
 #include <svmbatch/all.hpp>
 
 #include "expect_error.hpp"
+#include "gpu/host_register_plan.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch::test {
@@ -73,6 +74,17 @@ template <typename F>
 concept CountsContexts = requires
 {
 	F::primary_retained();
+};
+
+/// The most bytes one host-register call takes, lowered for a test.
+class ChunkLimit {
+public:
+	explicit ChunkLimit(std::size_t bytes) { detail::set_host_register_chunk_bytes(bytes); }
+	~ChunkLimit() { detail::set_host_register_chunk_bytes(0); }
+	ChunkLimit(const ChunkLimit &) = delete;
+	ChunkLimit &operator=(const ChunkLimit &) = delete;
+	ChunkLimit(ChunkLimit &&) = delete;
+	ChunkLimit &operator=(ChunkLimit &&) = delete;
 };
 
 /// Gives each fake's instantiation its label ("fake", "v5") as its name.
@@ -327,6 +339,71 @@ TYPED_TEST_P(HostRegisterBackend, TheMappingOutlivesTheBackendAndTheRegistration
 	}
 }
 
+TYPED_TEST_P(HostRegisterBackend, ALargeRangeIsRegisteredInChunksOfAtMostTheLimit)
+{
+	using F = TypeParam;
+	EXPECT_EQ(detail::host_register_chunk_bytes(), std::size_t{64} << 30) << "the default";
+	typename F::Backend gpu(F::options());
+	const ChunkLimit limit(4 * page);
+	MappedPages mem(11);
+	/* One range of 10 pages from byte 100 of the first: cut at the page
+	 * boundaries 4 and 8, 4 pages apart, into 4p - 100, 4p and 2p + 100. */
+	Buffer bufs[] = {{mem.p + 100, 6 * page}, {mem.p + 6 * page + 100, 4 * page}};
+	Registration r = this->ctx_->register_buffers(bufs);
+	ASSERT_EQ(r.ranges().size(), 1u);
+	{
+		GpuMapping m = gpu.map(r);
+		EXPECT_EQ(F::register_calls(), 3);
+		EXPECT_EQ(F::registered(), 3);
+		EXPECT_EQ(F::largest_register(), 4 * page);
+		for (std::size_t i = 0; i < 2; i++)
+			EXPECT_EQ(m.device_pointer<char>(i), F::device_address(bufs[i].ptr))
+				<< "buffer " << i;
+		for (std::size_t off : {std::size_t{0}, 4 * page - 101, 4 * page, 10 * page - 1})
+			EXPECT_EQ(gpu.classify(mem.p + 100 + off), F::Memory::Host) << off;
+		EXPECT_EQ(gpu.classify(mem.p + 99), F::Memory::Unknown);
+		EXPECT_EQ(gpu.classify(mem.p + 10 * page + 100), F::Memory::Unknown);
+	}
+	EXPECT_EQ(F::registered(), 0) << "every chunk unregistered with the mapping";
+}
+
+TYPED_TEST_P(HostRegisterBackend, AChunkFailingUnregistersEveryChunkBeforeIt)
+{
+	using F = TypeParam;
+	typename F::Backend gpu(F::options());
+	const ChunkLimit limit(4 * page);
+	MappedPages mem(14);
+	/* Range 0: one call; range 1 (10 pages from byte 100 of page 2): three. */
+	Buffer bufs[] = {{mem.p, 100}, {mem.p + 2 * page + 100, 10 * page}};
+	Registration r = this->ctx_->register_buffers(bufs);
+	ASSERT_EQ(r.ranges().size(), 2u);
+
+	const std::string chunks[] = {" of range 0 (100 bytes)",
+				      " of range 1, chunk 0 of 3 (" +
+					      std::to_string(4 * page - 100) +
+					      " bytes at offset 0 of " + std::to_string(10 * page) +
+					      ")",
+				      " of range 1, chunk 1 of 3 (" + std::to_string(4 * page) +
+					      " bytes at offset " + std::to_string(4 * page - 100),
+				      " of range 1, chunk 2 of 3 (" +
+					      std::to_string(2 * page + 100) + " bytes at offset " +
+					      std::to_string(8 * page - 100)};
+	for (int k = 0; k < 4; k++) {
+		F::fail_register_after(k, 2); /* out of memory at call k */
+		Error e = expect_error([&] { (void)gpu.map(r); });
+		EXPECT_EQ(e.err(), ENOMEM) << "k=" << k;
+		EXPECT_EQ(e.step(), Step::GpuMap);
+		EXPECT_EQ(e.driver_status(), 2);
+		EXPECT_TRUE(contains(e, F::words.register_call + chunks[k])) << e.what();
+		EXPECT_EQ(e.buffer_index(), k == 0 ? 0u : 1u) << e.what();
+		EXPECT_EQ(F::registered(), 0) << "k=" << k << ": not rolled back";
+		F::expect_balanced();
+	}
+	GpuMapping m = gpu.map(r); /* nothing stuck: it works now */
+	EXPECT_EQ(F::registered(), 4);
+	EXPECT_EQ(m.device_pointer<char>(1), F::device_address(bufs[1].ptr));
+}
+
 REGISTER_TYPED_TEST_SUITE_P(HostRegisterBackend, NoRuntimeLibraryIsENODEV,
 			    ALibraryThatIsNotTheRuntimeIsENODEV,
 			    NoDeviceIsENODEVWithTheRuntimesStatus,
@@ -338,6 +415,8 @@ REGISTER_TYPED_TEST_SUITE_P(HostRegisterBackend, NoRuntimeLibraryIsENODEV,
 			    ARangeMixingTheRuntimesHostAndPlainMemoryIsEEXIST,
 			    MemoryRegisteredInsideARangeFailsItAndRollsBack,
 			    ReadOnlyRangesRegisterWithTheRuntimesReadOnlyFlags,
-			    TheMappingOutlivesTheBackendAndTheRegistration);
+			    TheMappingOutlivesTheBackendAndTheRegistration,
+			    ALargeRangeIsRegisteredInChunksOfAtMostTheLimit,
+			    AChunkFailingUnregistersEveryChunkBeforeIt);
 
 } // namespace svmbatch::test

@@ -107,9 +107,37 @@ private:
 	std::vector<void *> registered_;
 };
 
-/// Register the spans of plain host memory into owner, all or nothing;
-/// per range its span's device pointer (0 where the runtime knew the
-/// memory).
+/// The first caller buffer that holds addr, else fallback.
+inline std::size_t buffer_at(const Registration &registration, std::uintptr_t addr,
+			     std::size_t fallback)
+{
+	auto buffers = registration.buffers();
+
+	for (std::size_t i = 0; i < buffers.size(); i++) {
+		const auto start = reinterpret_cast<std::uintptr_t>(buffers[i].ptr);
+		if (start <= addr && addr - start < buffers[i].len)
+			return i;
+	}
+	return fallback;
+}
+
+/// " (len bytes)", or for a piece of a range cut into several calls
+/// ", chunk k of n (len bytes at offset o of the range's total)".
+inline std::string chunk_text(const KernelRange &span, const std::vector<KernelRange> &chunks,
+			      std::size_t k)
+{
+	if (chunks.size() == 1)
+		return " (" + std::to_string(span.len) + " bytes)";
+	return ", chunk " + std::to_string(k) + " of " + std::to_string(chunks.size()) + " (" +
+	       std::to_string(chunks[k].len) + " bytes at offset " +
+	       std::to_string(chunks[k].addr - span.addr) + " of " + std::to_string(span.len) + ")";
+}
+
+/// Register the spans of plain host memory into owner, all or nothing, each
+/// in chunks of at most host_register_chunk_bytes(); per range its span's
+/// device pointer (0 where the runtime knew the memory).  If a chunk fails,
+/// every chunk registered before it, of this range and the earlier ones,
+/// is unregistered.
 template <HostRuntime R>
 std::vector<std::uint64_t> register_ranges(const R &rt, const Registration &registration,
 					   const std::vector<KernelRange> &spans,
@@ -117,36 +145,65 @@ std::vector<std::uint64_t> register_ranges(const R &rt, const Registration &regi
 					   HostRegistration<R> &owner)
 {
 	std::vector<std::uint64_t> range_dptr(spans.size());
+	const std::size_t limit = host_register_chunk_bytes();
 
 	for (std::size_t r = 0; r < spans.size(); r++) {
 		if (kind[r] != R::Memory::Unknown)
 			continue;
-		// NOLINTNEXTLINE(performance-no-int-to-ptr)
-		void *addr = reinterpret_cast<void *>(spans[r].addr);
-		typename R::Status res =
-			rt.host_register(addr, spans[r].len, rt.register_flags(spans[r].access));
-		if (res != R::success) {
-			owner.unregister_all(); // ranges 0..r-1
-			std::size_t blame = registration.first_buffer(r);
-			if (res == R::already_registered)
-				blame = first_buffer_known<typename R::Memory>(
-					registration, r, blame,
-					[&rt](const void *q) { return rt.classify(q); });
-			throw Error(R::to_errno(res), Step::GpuMap,
-				    std::string(R::names.host_register) + " of range " +
-					    std::to_string(r) + " (" +
-					    std::to_string(spans[r].len) +
-					    " bytes): " + rt.error_name(res),
-				    blame, res);
-		}
-		owner.add(addr);
-		res = rt.device_pointer(&range_dptr[r], addr);
-		if (res != R::success) {
-			owner.unregister_all();
-			throw Error(R::to_errno(res), Step::GpuMap,
-				    std::string(R::names.device_pointer) + " of range " +
-					    std::to_string(r) + ": " + rt.error_name(res),
-				    registration.first_buffer(r), res);
+		const std::vector<KernelRange> chunks = chunk_span(spans[r], limit, page_size());
+		for (std::size_t k = 0; k < chunks.size(); k++) {
+			// NOLINTNEXTLINE(performance-no-int-to-ptr)
+			void *addr = reinterpret_cast<void *>(chunks[k].addr);
+			typename R::Status res =
+				rt.host_register(addr, chunks[k].len,
+						 rt.register_flags(spans[r].access));
+			if (res != R::success) {
+				owner.unregister_all(); // every chunk before this one
+				std::size_t blame = buffer_at(registration, chunks[k].addr,
+							      registration.first_buffer(r));
+				if (res == R::already_registered)
+					blame = first_buffer_known<typename R::Memory>(
+						registration, r, blame,
+						[&rt](const void *q) { return rt.classify(q); });
+				throw Error(R::to_errno(res), Step::GpuMap,
+					    std::string(R::names.host_register) + " of range " +
+						    std::to_string(r) +
+						    chunk_text(spans[r], chunks, k) + ": " +
+						    rt.error_name(res),
+					    blame, res);
+			}
+			owner.add(addr);
+			std::uint64_t dptr = 0;
+			res = rt.device_pointer(&dptr, addr);
+			if (res != R::success) {
+				owner.unregister_all();
+				throw Error(R::to_errno(res), Step::GpuMap,
+					    std::string(R::names.device_pointer) + " of range " +
+						    std::to_string(r) +
+						    (chunks.size() == 1 ?
+							     std::string() :
+							     ", chunk " + std::to_string(k)) +
+						    ": " + rt.error_name(res),
+					    buffer_at(registration, chunks[k].addr,
+						      registration.first_buffer(r)),
+					    res);
+			}
+			const std::uint64_t offset = chunks[k].addr - spans[r].addr;
+			if (k == 0) {
+				range_dptr[r] = dptr;
+			} else if (dptr != range_dptr[r] + offset) {
+				// Each buffer gets one device pointer: the chunks must
+				// follow one another on the device as on the host.
+				owner.unregister_all();
+				throw Error(EOPNOTSUPP, Step::GpuMap,
+					    std::string(R::names.device_pointer) + " of range " +
+						    std::to_string(r) + ", chunk " +
+						    std::to_string(k) +
+						    ": the device address does not follow chunk " +
+						    std::to_string(k - 1) + "'s",
+					    buffer_at(registration, chunks[k].addr,
+						      registration.first_buffer(r)));
+			}
 		}
 	}
 	return range_dptr;
@@ -200,9 +257,10 @@ template <HostRuntime R> typename R::Memory classify_current(const R &rt, const 
 }
 
 /// Map registration's buffers through rt: memory the runtime already knows
-/// is used as it is, plain memory is registered range by range and
-/// unregistered when the mapping ends; if range k fails, ranges 0..k-1
-/// are unregistered before the Error is thrown.
+/// is used as it is, plain memory is registered range by range (each in
+/// chunks of at most host_register_chunk_bytes()) and unregistered when
+/// the mapping ends; if a call fails, every chunk registered before it is
+/// unregistered before the Error is thrown.
 template <HostRuntime R>
 GpuMapping map_host_memory(const R &rt, const char *backend, const Registration &registration)
 {

@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 
 namespace svmbatch::detail {
@@ -11,6 +12,43 @@ namespace svmbatch::detail {
 std::size_t page_size() noexcept
 {
 	return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+namespace {
+
+std::atomic<std::size_t> chunk_bytes{host_register_chunk_default};
+
+} // namespace
+
+std::size_t host_register_chunk_bytes() noexcept
+{
+	return chunk_bytes.load(std::memory_order_relaxed);
+}
+
+void set_host_register_chunk_bytes(std::size_t bytes) noexcept
+{
+	const std::size_t page = page_size();
+
+	bytes = bytes == 0 ? host_register_chunk_default : std::max(bytes / page * page, page);
+	chunk_bytes.store(bytes, std::memory_order_relaxed);
+}
+
+std::vector<KernelRange> chunk_span(const KernelRange &span, std::size_t limit, std::size_t page)
+{
+	std::vector<KernelRange> chunks;
+	const std::uintptr_t end = span.addr + span.len;
+
+	limit = std::max(limit / page * page, page);
+	for (std::uintptr_t at = span.addr; at < end;) {
+		// The first cut is on the last page boundary within limit: the
+		// span may start inside a page, the cuts never do.
+		std::uintptr_t cut = (at + limit) / page * page;
+		if (cut <= at || cut >= end)
+			cut = end;
+		chunks.push_back({at, cut - at, span.access});
+		at = cut;
+	}
+	return chunks;
 }
 
 std::vector<KernelRange> covered_spans(const Registration &registration)

@@ -17,6 +17,21 @@ namespace svmbatch::detail {
 /// The system's page size.
 std::size_t page_size() noexcept;
 
+/// The most bytes one host-register call is given.  CUDA fails one
+/// cuMemHostRegister of 512 GiB or more (CUDA_ERROR_OUT_OF_MEMORY), and
+/// no driver pins faster in one call than in 64 GiB pieces of it.
+inline constexpr std::size_t host_register_chunk_default = std::size_t{64} << 30;
+
+/// The limit in force: host_register_chunk_default unless a test lowered it.
+std::size_t host_register_chunk_bytes() noexcept;
+/// For tests: bytes (rounded down to pages, at least one page); 0 restores
+/// the default.
+void set_host_register_chunk_bytes(std::size_t bytes) noexcept;
+
+/// A span cut into pieces of at most limit bytes (a multiple of page),
+/// each cut on a page boundary, so that no page is registered twice.
+std::vector<KernelRange> chunk_span(const KernelRange &span, std::size_t limit, std::size_t page);
+
 /// Per range, the bytes its buffers cover: from the first byte of the
 /// first to the last byte of the last (clipped to the range).  The runtime
 /// registers those, not the whole pages: the rest of a page belongs to

@@ -27,6 +27,8 @@ struct block {
 };
 
 static struct block blocks[MAX_BLOCKS];
+static int register_calls;
+static size_t largest_register;
 static int nr_blocks;
 static int nr_devices = 1;
 static int initialized;
@@ -41,6 +43,8 @@ static char the_context;
 EXPORT void fake_cuda_reset(int devices)
 {
 	nr_blocks = 0;
+	register_calls = 0;
+	largest_register = 0;
 	nr_devices = devices;
 	initialized = 0;
 	ctx_depth = 0;
@@ -69,6 +73,16 @@ EXPORT void fake_cuda_add_host_alloc(void *p, size_t len)
 EXPORT void fake_cuda_add_managed(void *p, size_t len)
 {
 	add_block(p, len, KIND_MANAGED);
+}
+
+EXPORT int fake_cuda_register_calls(void)
+{
+	return register_calls;
+}
+
+EXPORT size_t fake_cuda_largest_register(void)
+{
+	return largest_register;
 }
 
 EXPORT int fake_cuda_registered(void)
@@ -201,6 +215,9 @@ EXPORT int cuMemHostRegister_v2(void *p, size_t len, unsigned flags)
 
 	if (ret)
 		return ret;
+	register_calls++;
+	if (len > largest_register)
+		largest_register = len;
 	if (!p || !len)
 		return CU_INVALID_VALUE;
 	for (int i = 0; i < nr_blocks; i++)

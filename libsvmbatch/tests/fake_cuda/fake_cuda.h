@@ -26,6 +26,10 @@ void fake_cuda_add_host_alloc(void *p, size_t len);
 void fake_cuda_add_managed(void *p, size_t len);
 /* Blocks currently registered with cuMemHostRegister. */
 int fake_cuda_registered(void);
+/* cuMemHostRegister calls since the reset, failed ones included, and the most
+ * bytes one of them asked for. */
+int fake_cuda_register_calls(void);
+size_t fake_cuda_largest_register(void);
 /* Flags of the last successful cuMemHostRegister. */
 unsigned fake_cuda_last_register_flags(void);
 /* Current-context stack depth of the calling thread; retained primary contexts. */

@@ -35,6 +35,8 @@ struct pointer_attributes {
 };
 
 static struct block blocks[MAX_BLOCKS];
+static int register_calls;
+static size_t largest_register;
 static int nr_blocks;
 static int nr_devices = 1;
 static int version = 50221153;
@@ -50,6 +52,8 @@ static _Thread_local int current_device;
 EXPORT void fake_hip_reset(int devices, int runtime_version)
 {
 	nr_blocks = 0;
+	register_calls = 0;
+	largest_register = 0;
 	nr_devices = devices;
 	version = runtime_version;
 	counted = 0;
@@ -96,6 +100,16 @@ EXPORT void fake_hip_add_managed(void *p, size_t len)
 EXPORT void fake_hip_add_device(void *p, size_t len)
 {
 	add_block(p, len, KIND_DEVICE);
+}
+
+EXPORT int fake_hip_register_calls(void)
+{
+	return register_calls;
+}
+
+EXPORT size_t fake_hip_largest_register(void)
+{
+	return largest_register;
 }
 
 EXPORT int fake_hip_registered(void)
@@ -216,6 +230,9 @@ EXPORT int hipHostRegister(void *p, size_t len, unsigned flags)
 
 	if (ret)
 		return ret;
+	register_calls++;
+	if (len > largest_register)
+		largest_register = len;
 	if (!p || !len || (flags & ~7u))
 		return HIP_INVALID_VALUE;
 	for (int i = 0; i < nr_blocks; i++)

@@ -38,6 +38,10 @@ void fake_hip_add_managed(void *p, size_t len);
 void fake_hip_add_device(void *p, size_t len);
 /* Blocks currently registered with hipHostRegister. */
 int fake_hip_registered(void);
+/* hipHostRegister calls since the reset, failed ones included, and the most
+ * bytes one of them asked for. */
+int fake_hip_register_calls(void);
+size_t fake_hip_largest_register(void);
 /* Flags and current device of the last successful hipHostRegister. */
 unsigned fake_hip_last_register_flags(void);
 int fake_hip_last_register_device(void);
