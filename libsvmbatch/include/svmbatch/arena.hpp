@@ -70,7 +70,10 @@ private:
 ///
 /// Creation is all or nothing: an Error (from mmap, mbind, the
 /// registration or the GPU mapping) leaves no mapping, pin or
-/// registration behind.
+/// registration behind.  In kernel mode, without CAP_IPC_LOCK, a size
+/// that VmPin plus the mapping would carry over RLIMIT_MEMLOCK is refused
+/// before anything is mapped: ENOMEM, step Validate, the message naming
+/// the limit and how to raise it.
 class SVMBATCH_API Arena {
 public:
 	/// An empty arena (operator bool false).
