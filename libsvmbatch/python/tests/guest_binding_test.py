@@ -3,7 +3,9 @@
 """The plain binding in a guest, kernel mode (torch does not fit the
 guest): register → QUERY pages, a dma-buf export, READ_FIXED into the
 registered buffers, a failed registration that leaves VmPin and the
-module's gauges where they were, an Arena pinned by the module.  Prints
+module's gauges where they were, an Arena pinned by the module, and one
+over RLIMIT_MEMLOCK refused before any work (svmbatch.Error, errno and
+step).  Prints
 TAP.  Needs only the interpreter, a few stdlib modules and the package;
 --list-files prints the files it imports (the guest's --file arguments).
 """
@@ -11,6 +13,7 @@ TAP.  Needs only the interpreter, a few stdlib modules and the package;
 import errno
 import mmap
 import os
+import resource
 import sys
 
 PACKAGE_DIR = "/usr/lib/python3/dist-packages"
@@ -90,6 +93,51 @@ def main():
         check("arena pinned by the module", r.pinned_pages == arena.mapped_bytes // PAGE)
     del r
     check("arena gone", gauges() == base_gauges)
+    check("arena over RLIMIT_MEMLOCK refused first", memlock_refused() == 0)
+
+
+def memlock_refused():
+    """In a child without CAP_IPC_LOCK (root gives it up with its uid) and a
+    memlock limit of 1 MiB, an Arena of 16 MiB raises svmbatch.Error ENOMEM
+    at step validate, naming the limit and what to change, with nothing
+    pinned or mapped.  The child's exit status: 0, or the check that failed."""
+    pid = os.fork()
+    if pid:
+        return os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1])
+    code = 99
+    try:
+        ctx = svmbatch.Context(svmbatch.Mode.Kernel)  # as root, before the uid goes
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (1 << 20, 1 << 20))
+        os.setgroups([])
+        os.setresgid(65534, 65534, 65534)
+        os.setresuid(65534, 65534, 65534)
+        pin, size = svmbatch.process_pinned_bytes(), vm_size()
+        try:
+            svmbatch.Arena(16 << 20, huge_pages=False, context=ctx)
+            code = 1
+        except svmbatch.Error as e:
+            msg = str(e.strerror)
+            code = 0
+            if e.errno != errno.ENOMEM or e.step != "validate":
+                code = 2
+            elif not all(w in msg for w in ("RLIMIT_MEMLOCK, 1 MiB", "pinning 16 MiB",
+                                              "ulimit -l 16384", "LimitMEMLOCK=16777216",
+                                              "--ulimit memlock=16777216")):
+                code = 3
+            elif svmbatch.process_pinned_bytes() != pin or vm_size() >= size + (2 << 20):
+                code = 4
+            if code:
+                print(f"# {e.errno} {e.step}: {msg}", flush=True)
+    finally:
+        os._exit(code)
+
+
+def vm_size():
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
 
 
 def list_files():

@@ -4,7 +4,11 @@ driver call, blocks back when tensors die."""
 
 import errno
 import gc
+import mmap
 import os
+import resource
+import subprocess
+import sys
 import threading
 
 import pytest
@@ -116,6 +120,33 @@ def test_hugetlb_without_reserved_pages_is_a_clean_error(baseline):
     with pytest.raises(svmbatch.Error) as e:
         sbt.Arena(2 << 20, huge_pages="hugetlb", cuda=False)
     assert e.value.errno == errno.ENOMEM and "hugetlb" in str(e.value)
+
+
+def test_userspace_mode_is_not_held_to_the_memlock_limit():
+    """Userspace mode pins nothing itself, and the GPU drivers that pin
+    there charge no memlock limit: the Arena's memlock check (kernel mode,
+    tested in the guests) lets an arena over RLIMIT_MEMLOCK through there,
+    in a process without CAP_IPC_LOCK too."""
+    page = mmap.PAGESIZE
+    code = ("import svmbatch\n"
+            "ctx = svmbatch.Context(svmbatch.Mode.Userspace)\n"
+            f"a = svmbatch.Arena({64 * page}, huge_pages=False, context=ctx)\n"
+            "cap = [l for l in open('/proc/self/status') if l.startswith('CapEff:')]\n"
+            "print(a.mapped_bytes, int(cap[0].split()[1], 16))\n")
+
+    def limited_without_cap_ipc_lock():
+        resource.setrlimit(resource.RLIMIT_MEMLOCK, (page, page))
+        if os.geteuid() == 0:  # root gives its capabilities up with its uid
+            os.setgroups([])
+            os.setresgid(65534, 65534, 65534)
+            os.setresuid(65534, 65534, 65534)
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         preexec_fn=limited_without_cap_ipc_lock, check=False)
+    assert out.returncode == 0, out.stderr
+    mapped, cap_eff = (int(w) for w in out.stdout.split())
+    assert mapped == 64 * page
+    assert not cap_eff & (1 << 14), "CAP_IPC_LOCK still effective"
 
 
 def test_numa_binding(baseline):
