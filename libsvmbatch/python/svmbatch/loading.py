@@ -418,7 +418,7 @@ def _converted(t, dtype):
 def iter_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int] = "cpu",
                      dtype: _typing.Optional[_torch.dtype] = None, *, names: _Names = None,
                      threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
-                     staging_bytes: int = 256 << 20, chunk_bytes: int = 8 << 20,
+                     staging_bytes: int = 64 << 20, chunk_bytes: int = 4 << 20,
                      io: str = "auto") -> _typing.Iterator[tuple[str, _torch.Tensor]]:
     """(name, tensor) of a safetensors checkpoint, one tensor at a time in
     file order, for a serving engine's load_weights(): what
@@ -441,7 +441,7 @@ def iter_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
 def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int] = "cpu",
                      dtype: _typing.Optional[_torch.dtype] = None, *, names: _Names = None,
                      threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
-                     staging_bytes: int = 256 << 20, chunk_bytes: int = 8 << 20,
+                     staging_bytes: int = 64 << 20, chunk_bytes: int = 4 << 20,
                      staged: _typing.Optional[bool] = None,
                      io: str = "auto") -> dict[str, _torch.Tensor]:
     """Load a safetensors checkpoint: a dict name -> tensor on device (the
