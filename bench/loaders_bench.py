@@ -25,8 +25,9 @@ Cold (--cold-gib, ext4, caches dropped before each load, a fresh process
 each): svmbatch's io="auto"/"direct"/"buffered", instanttensor's default
 (O_DIRECT) and a plain O_DIRECT sequential read of the same file by dd.
 
-Also: svmbatch's staging parameters swept on the tmpfs file, and the first
-load's setup (the staging ring) timed alone in a fresh process.
+Also: svmbatch's staging parameters swept on the tmpfs files (--sweep),
+its io= modes beside its default (--variants), and the first load's setup
+(the staging ring) timed alone in a fresh process.
 
 JSON on stdout (benchmark, commit, date, machine, mode, method, cells,
 summary); progress on stderr.  Exit 1 if any load differed.
@@ -260,7 +261,7 @@ def run_cell(name, path, files, loaders, reps, slow_reps, digests):
                                   if "first_s" in r else r["error"]), file=sys.stderr, flush=True)
     ours = cell["loaders"].get("svmbatch", {})
     peers = {k: v for k, v in cell["loaders"].items()
-             if k not in ("svmbatch", "safetensors") and "first_GBps" in v}
+             if not k.startswith("svmbatch") and k != "safetensors" and "first_GBps" in v}
     summary = {"svmbatch_first_GBps": ours.get("first_GBps"),
                "svmbatch_steady_GBps": ours.get("steady_GBps")}
     for what in ("first", "steady"):
@@ -335,6 +336,14 @@ def main():
     ap.add_argument("--cells", default="tmpfs-single,tmpfs-sharded,ext4-single,ext4-sharded,cold")
     ap.add_argument("--peers", default="instanttensor,instanttensor_uring_buffered,"
                     "fastsafetensors,runai,safetensors")
+    ap.add_argument("--sweep", default=json.dumps(
+        [{"staging_bytes": s << 20, "chunk_bytes": c << 20}
+         for s, c in ((256, 8), (128, 4), (64, 4))]),
+        help="JSON list of load_safetensors keywords, each timed on the tmpfs files")
+    ap.add_argument("--variants", default="",
+                    help="svmbatch's io= modes measured beside its default")
+    ap.add_argument("--setup-bytes", type=int, default=64 << 20,
+                    help="the staging ring whose setup is timed alone")
     ap.add_argument("--commit", default="unknown")
     ap.add_argument("--out", help="also write the JSON here after every cell")
     args = ap.parse_args()
@@ -366,7 +375,8 @@ def main():
 
     cells = args.cells.split(",")
     peers = [(p, None) for p in args.peers.split(",") if p]
-    loaders = [("svmbatch", None)] + peers
+    loaders = [("svmbatch", None)] + [("svmbatch", {"io": v}) for v in
+                                      args.variants.split(",") if v] + peers
     layouts = {"single": (args.gib, 1), "sharded": (args.sharded_gib, args.shards)}
     made = {}
     for layout, (gib, shards) in layouts.items():
@@ -396,17 +406,20 @@ def main():
             made[("ext4", layout)] = (os.path.join(e, os.path.basename(path)), efiles)
 
     # svmbatch's staging parameters, and its first load's setup alone.
-    if ("tmpfs", "single") in made:
-        path = made[("tmpfs", "single")][0]
-        configs = [{"staging_bytes": s << 20, "chunk_bytes": c << 20}
-                   for s, c in ((256, 8), (512, 8), (256, 16), (512, 16), (1024, 16), (128, 4),
-                                (512, 32))]
-        r = subprocess.run([sys.executable, "-c", SWEEP, path, json.dumps(configs)],
+    res["staging_sweep"] = {}
+    for layout in ("single", "sharded") if args.sweep else ():
+        if ("tmpfs", layout) not in made:
+            continue
+        r = subprocess.run([sys.executable, "-c", SWEEP, made[("tmpfs", layout)][0], args.sweep],
                            capture_output=True, text=True, check=False)
-        res["staging_sweep"] = (json.loads(r.stdout.strip().splitlines()[-1]) if r.returncode == 0
-                                else {"error": r.stderr.strip()[-400:]})
-        print(f"sweep: {res['staging_sweep']}", file=sys.stderr, flush=True)
-        r = subprocess.run([sys.executable, "-c", SETUP, str(256 << 20)],
+        res["staging_sweep"][layout] = (json.loads(r.stdout.strip().splitlines()[-1])
+                                        if r.returncode == 0 else
+                                        {"error": r.stderr.strip()[-400:]})
+        print(f"sweep {layout}:", file=sys.stderr)
+        for c in res["staging_sweep"][layout]:
+            print(f"  {c}", file=sys.stderr, flush=True)
+    if ("tmpfs", "single") in made:
+        r = subprocess.run([sys.executable, "-c", SETUP, str(args.setup_bytes)],
                            capture_output=True, text=True, check=False)
         res["first_load_setup"] = (json.loads(r.stdout.strip().splitlines()[-1])
                                    if r.returncode == 0 else {"error": r.stderr.strip()[-400:]})
