@@ -9,6 +9,8 @@ GPU while it reads.
     arena = sbt.Arena(1 << 30)                # exact size, prefaulted, pinned once
     x = arena.empty(1024, 1024, dtype=torch.float16)
     state = sbt.load_safetensors("model.safetensors", device="cuda")
+    # every rank of a process group, each reading its share once:
+    state = sbt.load_safetensors_distributed("ckpt/", group=group)
 
 Works with any torch that speaks DLPack (1.13 and later).  Without CUDA
 (Debian's CPU-only torch) pin() and Arena still register the memory (for
@@ -17,9 +19,12 @@ io_uring) and say why CUDA is absent (``cuda_reason``).
 
 from ._torch_common import cuda_backend, default_context
 from .arena import Arena
+from .distributed import (DistributedLoadError, Slice, iter_safetensors_distributed,
+                          load_safetensors_distributed)
 from .loading import iter_safetensors, load_safetensors, release_staging
 from .pinning import Pinned, pin
 from .saving import save_safetensors
 
-__all__ = ["Arena", "Pinned", "cuda_backend", "default_context", "iter_safetensors",
-           "load_safetensors", "pin", "release_staging", "save_safetensors"]
+__all__ = ["Arena", "DistributedLoadError", "Pinned", "Slice", "cuda_backend", "default_context",
+           "iter_safetensors", "iter_safetensors_distributed", "load_safetensors",
+           "load_safetensors_distributed", "pin", "release_staging", "save_safetensors"]

@@ -18,13 +18,17 @@ PUBLIC = {
     "svmbatch.saving": {"save_safetensors"},
     "svmbatch.safetensors_format": {"Entry", "FormatError", "Header", "ITEM_BITS", "ITEM_BYTES",
                                     "MAX_HEADER_BYTES", "encode_header", "read_header"},
-    "svmbatch.torch": {"Arena", "Pinned", "cuda_backend", "default_context", "iter_safetensors",
-                       "load_safetensors", "pin", "release_staging", "save_safetensors"},
+    "svmbatch.distributed": {"DistributedLoadError", "Slice", "iter_safetensors_distributed",
+                             "load_safetensors_distributed"},
+    "svmbatch.torch": {"Arena", "DistributedLoadError", "Pinned", "Slice", "cuda_backend",
+                       "default_context", "iter_safetensors", "iter_safetensors_distributed",
+                       "load_safetensors", "load_safetensors_distributed", "pin",
+                       "release_staging", "save_safetensors"},
 }
 
 
 # The package's own modules, which import svmbatch.torch binds on svmbatch.
-MODULES = {"arena", "loading", "pinning", "safetensors_format", "saving", "torch"}
+MODULES = {"arena", "distributed", "loading", "pinning", "safetensors_format", "saving", "torch"}
 STANDARD = {"os", "threading", "json", "struct", "deque", "dataclass", "torch", "typing",
             "errno", "operator", "collections", "builtins", "Sequence", "Any", "Optional"}
 
@@ -51,6 +55,7 @@ def test_the_package_shows_its_all_and_its_modules_only():
 
 def test_svmbatch_torch_reexports_the_job_modules():
     import svmbatch.arena
+    import svmbatch.distributed
     import svmbatch.loading
     import svmbatch.pinning
     import svmbatch.saving
@@ -61,6 +66,7 @@ def test_svmbatch_torch_reexports_the_job_modules():
     assert sbt.load_safetensors is svmbatch.loading.load_safetensors
     assert sbt.release_staging is svmbatch.loading.release_staging
     assert sbt.save_safetensors is svmbatch.saving.save_safetensors
+    assert sbt.load_safetensors_distributed is svmbatch.distributed.load_safetensors_distributed
 
 
 def _python_callables(module):

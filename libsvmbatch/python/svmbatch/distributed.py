@@ -1,0 +1,407 @@
+# SPDX-License-Identifier: MIT
+"""A safetensors checkpoint loaded by the ranks of a torch.distributed
+process group together: each rank reads a disjoint share of the bytes
+through its own staging ring (the stream of iter_safetensors), and
+broadcasts from each share's reader give every rank the tensors, whole
+(replicated) or only its own slice of each (tensor parallelism, with a
+shard_fn).  The backend moves the bytes: NCCL for CUDA tensors, gloo for
+CPU ones.
+
+Every rank runs the same plan, made from the shards' headers: the
+tensors in file order cut into pieces of at most a quarter of the ring,
+each piece read by one rank (the one with the fewest bytes so far), and
+rounds of about world_size x staging_bytes.  In each round every rank
+reads its pieces, then all agree (one all_reduce of a status row per
+rank: a failure and its message, and a digest of the plan), then each
+piece is broadcast from its reader.  A rank that failed has its error
+raised, the others a DistributedLoadError naming it: nobody waits for a
+rank that will not send."""
+
+import contextlib as _contextlib
+import hashlib as _hashlib
+import typing as _typing
+
+import torch as _torch
+
+from . import _svmbatch
+from . import _torch_common as _common
+from . import loading as _loading
+from .safetensors_format import Entry as _Entry
+
+try:
+    import torch.distributed as _dist
+    _HAVE_DIST = _dist.is_available()
+except ImportError:  # a torch built without distributed
+    _dist = None
+    _HAVE_DIST = False
+
+__all__ = ["DistributedLoadError", "Slice", "iter_safetensors_distributed",
+           "load_safetensors_distributed"]
+
+
+class Slice(_typing.NamedTuple):
+    """A rank's part of a tensor: length indices from start along dim."""
+
+    dim: int
+    start: int
+    length: int
+
+
+class DistributedLoadError(RuntimeError):
+    """Another rank of the group failed the load (failures: rank -> its
+    error), or the ranks planned different loads."""
+
+    def __init__(self, message: str, failures: _typing.Mapping[int, str]) -> None:
+        super().__init__(message)
+        self.failures = dict(failures)
+
+
+#: shard_fn(name, shape, rank, world_size): the Slice (or (dim, start,
+#: length)) of the tensor that rank keeps, or None for all of it.
+_ShardFn = _typing.Callable[[str, tuple, int, int],
+                           _typing.Optional[_typing.Tuple[int, int, int]]]
+_ProcessGroup = _typing.Any  # a torch.distributed.ProcessGroup, or None for the world
+
+# Bytes of the status row each rank sends at an agreed point: a flag, the
+# plan's digest, and its error message (cut to fit).
+_ROW = 1024
+_DIGEST = 8
+
+
+def _global_rank(group, rank):
+    if group is None:
+        return rank
+    get = getattr(_dist, "get_global_rank", None) or _dist.distributed_c10d._get_global_rank
+    return get(group, rank)
+
+
+class _Piece:
+    """Bytes [begin, end) of the data section of shard s, read by owner.
+    kind: "bcast" (into the whole tensor, then broadcast), "own" (a
+    rank's contiguous slice, read by that rank alone) or "block" (rows
+    [row0, row1) of a tensor some rank slices across its rows: broadcast
+    into scratch, each rank takes its part)."""
+
+    __slots__ = ("s", "item", "begin", "end", "owner", "kind", "row0", "row1", "key")
+
+    def __init__(self, s, item, begin, end, owner, kind, row0=0, row1=0):
+        self.s, self.item, self.begin, self.end = s, item, begin, end
+        self.owner, self.kind, self.row0, self.row1 = owner, kind, row0, row1
+        self.key = None
+
+
+class _Item:
+    """One wanted tensor: its entry, torch dtype and shape, every rank's
+    slice (None: whole), and the round after which it is complete."""
+
+    __slots__ = ("entry", "dtype", "shape", "slices", "last_round")
+
+    def __init__(self, entry, dtype, shape, slices):
+        self.entry, self.dtype, self.shape, self.slices = entry, dtype, shape, slices
+        self.last_round = 0
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+def _slices(shard_fn, name, shape, world):
+    """Every rank's slice of a tensor, checked; None where a rank keeps all."""
+    out = []
+    for r in range(world):
+        got = shard_fn(name, tuple(shape), r, world) if shard_fn is not None else None
+        if got is None:
+            out.append(None)
+            continue
+        try:
+            dim, start, length = (int(x) for x in got)
+        except (TypeError, ValueError):
+            raise ValueError(f"shard_fn({name!r}, {list(shape)}, rank {r}): {got!r} is not "
+                             "(dim, start, length)") from None
+        if not 0 <= dim < len(shape) or start < 0 or length < 0 or \
+                start + length > shape[dim]:
+            raise ValueError(f"shard_fn({name!r}, {list(shape)}, rank {r}): slice {dim=}, "
+                             f"{start=}, {length=} is outside the tensor")
+        out.append(None if start == 0 and length == shape[dim] else Slice(dim, start, length))
+    return out
+
+
+def _contiguous(sl, shape):
+    """Whether a slice is one byte range of the tensor: every dimension
+    before its own has size 1."""
+    return sl is None or _numel(shape[:sl.dim]) == 1
+
+
+def _slice_shape(shape, sl):
+    if sl is None:
+        return tuple(shape)
+    return tuple(sl.length if d == sl.dim else n for d, n in enumerate(shape))
+
+
+class _Plan:
+    """What every rank does, the same on every rank: the pieces in file
+    order with their readers, cut into rounds."""
+
+    def __init__(self, shards, wanted, shard_fn, world, piece_bytes, round_bytes):
+        self.items = []
+        self.rounds = [[]]
+        load = [0] * world
+        size = 0
+        digest = _hashlib.blake2b(digest_size=_DIGEST)
+
+        def least():
+            return min(range(world), key=lambda r: (load[r], r))
+
+        def add(piece, item):
+            nonlocal size
+            piece.key = f"{len(self.items) - 1}:{piece.begin}"
+            load[piece.owner] += piece.end - piece.begin
+            if size >= round_bytes:
+                self.rounds.append([])
+                size = 0
+            self.rounds[-1].append(piece)
+            size += piece.end - piece.begin
+            item.last_round = len(self.rounds) - 1
+
+        for s, ((_, _, path), entries) in enumerate(zip(shards, wanted)):
+            for e in entries:
+                dtype, shape = _common.torch_dtype(e, path)
+                item = _Item(e, dtype, tuple(shape), _slices(shard_fn, e.name, shape, world))
+                self.items.append(item)
+                item.last_round = len(self.rounds) - 1
+                digest.update(repr((s, e.name, e.begin, e.end, str(dtype), item.shape,
+                                    item.slices)).encode())
+                if not e.nbytes:
+                    continue
+                if all(sl is None for sl in item.slices):
+                    for a in range(e.begin, e.end, piece_bytes):
+                        add(_Piece(s, item, a, min(a + piece_bytes, e.end), least(), "bcast"),
+                            item)
+                elif all(_contiguous(sl, shape) for sl in item.slices):
+                    # Each rank reads its own slice: no bytes move between ranks.
+                    for r, sl in enumerate(item.slices):
+                        stride = e.nbytes // shape[sl.dim] if sl is not None else 0
+                        lo, hi = (e.begin, e.end) if sl is None else \
+                            (e.begin + sl.start * stride, e.begin + (sl.start + sl.length) * stride)
+                        for a in range(lo, hi, piece_bytes):
+                            add(_Piece(s, item, a, min(a + piece_bytes, hi), r, "own"), item)
+                else:
+                    # Blocks of whole rows (dimension 0): each read once,
+                    # broadcast, and cut by every rank into its slice.
+                    row = e.nbytes // shape[0]
+                    per = max(1, piece_bytes // row)
+                    for r0 in range(0, shape[0], per):
+                        r1 = min(r0 + per, shape[0])
+                        add(_Piece(s, item, e.begin + r0 * row, e.begin + r1 * row, least(),
+                                   "block", r0, r1), item)
+        self.digest = digest.digest()
+
+
+class _Group:
+    """The process group: this rank, the world, the agreed points."""
+
+    def __init__(self, group):
+        if not _HAVE_DIST:
+            raise RuntimeError("torch.distributed is absent from this torch "
+                               f"({_torch.__version__})")
+        if not _dist.is_initialized():
+            raise RuntimeError("torch.distributed is not initialised: call "
+                               "init_process_group() first")
+        self.group = group
+        self.rank = _dist.get_rank(group)
+        self.world = _dist.get_world_size(group)
+        if self.rank < 0:
+            raise ValueError("this process is not a member of the group")
+        self.backend = str(_dist.get_backend(group))
+        # The status rows travel where the backend moves bytes: NCCL only
+        # between GPUs (set to the load's device).
+        self.status_device = _torch.device("cpu")
+
+    def src(self, rank):
+        return _global_rank(self.group, rank)
+
+    def agree(self, failure, digest, where):
+        """The agreed point: every rank learns which ranks failed; a failed
+        rank raises its own error, the others DistributedLoadError."""
+        row = bytearray(_ROW)
+        row[1:1 + _DIGEST] = digest
+        if failure is not None:
+            row[0] = 1
+            text = f"{type(failure).__name__}: {failure}".encode()[:_ROW - 1 - _DIGEST]
+            row[1 + _DIGEST:1 + _DIGEST + len(text)] = text
+        rows = _torch.zeros((self.world, _ROW), dtype=_torch.uint8)
+        rows[self.rank] = _torch.frombuffer(row, dtype=_torch.uint8)
+        rows = rows.to(self.status_device)
+        _dist.all_reduce(rows, group=self.group)
+        rows = rows.cpu()
+        failures = {}
+        digests = set()
+        for r in range(self.world):
+            raw = bytes(rows[r].tolist())
+            if raw[0]:
+                failures[r] = raw[1 + _DIGEST:].rstrip(b"\0").decode(errors="replace")
+            else:
+                digests.add(raw[1:1 + _DIGEST])
+        if failure is not None:
+            raise failure
+        if failures:
+            said = "; ".join(f"rank {r}: {m}" for r, m in sorted(failures.items()))
+            raise DistributedLoadError(f"distributed load {where}: rank"
+                                       f"{'s' if len(failures) > 1 else ''} "
+                                       f"{', '.join(map(str, sorted(failures)))} failed ({said})",
+                                       failures)
+        if len(digests) > 1:
+            raise DistributedLoadError(f"distributed load {where}: the ranks planned different "
+                                       "loads (different files, names, or shard_fn)", {})
+
+
+def _default_device(device, backend):
+    if device is None:
+        device = "cuda" if backend == "nccl" else "cpu"
+    device = _torch.device("cuda", device) if isinstance(device, int) else _torch.device(device)
+    if device.type == "cuda":
+        device = _common.cuda_device(device, "distributed load")
+    elif backend == "nccl":
+        raise ValueError(f"device {device}: NCCL moves CUDA tensors only")
+    return device
+
+
+def _stream(opened, plan, rank, threads, context, staging_bytes, chunk_bytes, target):
+    """(key, view) of this rank's pieces in file order, read through its
+    ring (loading._stream_staged over the pieces as entries of bytes)."""
+    shards, _, _, device, direct = opened
+    mine = [[] for _ in shards]
+    for pieces in plan.rounds:
+        for p in pieces:
+            if p.owner == rank:
+                mine[p.s].append(_Entry(p.key, "U8", (p.end - p.begin,), p.begin, p.end))
+    by_key = {p.key: p for pieces in plan.rounds for p in pieces if p.owner == rank}
+    return _loading._stream_staged(shards, mine, lambda e: target(by_key[e.name]), device, None,
+                                   threads, context, staging_bytes, chunk_bytes, direct)
+
+
+def iter_safetensors_distributed(
+        path: _loading._Path, device: _typing.Union[_torch.device, str, int, None] = None,
+        dtype: _typing.Optional[_torch.dtype] = None, *, group: _ProcessGroup = None,
+        shard_fn: _typing.Optional[_ShardFn] = None, names: _loading._Names = None,
+        threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
+        staging_bytes: int = 64 << 20, chunk_bytes: int = 4 << 20,
+        io: str = "auto") -> _typing.Iterator[tuple[str, _torch.Tensor]]:
+    """(name, tensor) of a safetensors checkpoint on every rank of group
+    (None: the world), in file order, each rank reading only its share of
+    the bytes.  Every rank of the group must call it with the same
+    arguments.  path, dtype, names, threads, context, staging_bytes,
+    chunk_bytes and io are iter_safetensors'; device defaults to the
+    current CUDA device under NCCL, else the CPU.  shard_fn(name, shape,
+    rank, world_size) -> (dim, start, length) or None gives each rank's
+    slice of each tensor (shape is torch's; None: the whole tensor); every
+    rank then gets only its slice, contiguous.  A rank's failure (a file it
+    cannot open or read, a bad shard_fn result) is raised on it, and a
+    DistributedLoadError on every other rank, at the next agreed point."""
+    comm = _Group(group)
+    device = _default_device(device, comm.backend)
+    if comm.backend == "nccl":
+        comm.status_device = device
+    staging_bytes = max(2 << 20, staging_bytes)
+    piece_bytes = max(64 << 10, staging_bytes // 4)
+    round_bytes = comm.world * staging_bytes
+    outputs = {}
+    scratch = {}
+
+    def output(item):
+        t = outputs.get(item.entry.name)
+        if t is None:
+            t = outputs[item.entry.name] = _torch.empty(
+                _slice_shape(item.shape, item.slices[comm.rank]), dtype=item.dtype,
+                device=device)
+        return t
+
+    def target(p):
+        """The memory a piece is read or received into."""
+        if p.kind == "block":
+            t = scratch.get(p.key)
+            if t is None:
+                t = scratch[p.key] = _torch.empty(p.end - p.begin, dtype=_torch.uint8,
+                                                  device=device)
+            return t
+        sl = p.item.slices[comm.rank] if p.kind == "own" else None
+        flat = _common.bytes_of(output(p.item))
+        e = p.item.entry
+        lo = e.begin if sl is None else e.begin + sl.start * (e.nbytes // p.item.shape[sl.dim])
+        return flat[p.begin - lo:p.end - lo]
+
+    def cut(p):
+        """This rank's part of a broadcast block, into its tensor."""
+        item = p.item
+        sl = item.slices[comm.rank]
+        block = scratch.pop(p.key).view(item.dtype).view((p.row1 - p.row0,) + item.shape[1:])
+        out = output(item)
+        if sl is None:
+            out[p.row0:p.row1].copy_(block)
+        elif sl.dim == 0:
+            a, b = max(p.row0, sl.start), min(p.row1, sl.start + sl.length)
+            if a < b:
+                out[a - sl.start:b - sl.start].copy_(block[a - p.row0:b - p.row0])
+        else:
+            out[p.row0:p.row1].copy_(block.narrow(sl.dim, sl.start, sl.length))
+
+    failure = None
+    plan = None
+    digest = bytes(_DIGEST)
+    with _contextlib.ExitStack() as stack:
+        try:
+            opened = stack.enter_context(_loading._opened(path, device, names, io))
+            plan = _Plan(opened[0], opened[1], shard_fn, comm.world, piece_bytes, round_bytes)
+            digest = plan.digest
+            stream = _stream(opened, plan, comm.rank, threads, context, staging_bytes,
+                             chunk_bytes, target)
+            stack.callback(stream.close)
+        except Exception as e:  # told to every rank at the first agreed point
+            failure = e
+        comm.agree(failure, digest, "opening the checkpoint")
+        handed = 0
+        for n, pieces in enumerate(plan.rounds):
+            try:
+                # Everything the round moves is allocated before the agreed
+                # point: a rank short of memory fails there, not halfway
+                # through the broadcasts.
+                for p in pieces:
+                    if p.kind != "own":
+                        target(p)
+                for p in pieces:
+                    if p.owner == comm.rank:
+                        key, _ = next(stream)
+                        if key != p.key:
+                            raise AssertionError(f"piece {key} read where {p.key} was planned")
+            except Exception as e:
+                failure = e
+            comm.agree(failure, digest, f"round {n + 1} of {len(plan.rounds)}")
+            for p in pieces:
+                if p.kind != "own":
+                    _dist.broadcast(target(p), src=comm.src(p.owner), group=group)
+                    if p.kind == "block":
+                        cut(p)
+            while handed < len(plan.items) and plan.items[handed].last_round <= n:
+                item = plan.items[handed]
+                handed += 1
+                t = output(item)
+                del outputs[item.entry.name]
+                yield item.entry.name, _loading._converted(t, dtype)
+
+
+def load_safetensors_distributed(
+        path: _loading._Path, device: _typing.Union[_torch.device, str, int, None] = None,
+        dtype: _typing.Optional[_torch.dtype] = None, *, group: _ProcessGroup = None,
+        shard_fn: _typing.Optional[_ShardFn] = None, names: _loading._Names = None,
+        threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
+        staging_bytes: int = 64 << 20, chunk_bytes: int = 4 << 20,
+        io: str = "auto") -> dict[str, _torch.Tensor]:
+    """iter_safetensors_distributed as a dict name -> tensor: on every
+    rank what load_safetensors returns (replicated), or each rank's slices
+    where shard_fn says."""
+    return dict(iter_safetensors_distributed(
+        path, device, dtype, group=group, shard_fn=shard_fn, names=names, threads=threads,
+        context=context, staging_bytes=staging_bytes, chunk_bytes=chunk_bytes, io=io))

@@ -1,0 +1,303 @@
+# SPDX-License-Identifier: MIT
+"""load_safetensors_distributed on 2 and 3 ranks of local processes
+(gloo, CPU tensors; NCCL on two GPUs where they are): replicated and
+sliced loads equal a single-process load byte for byte, from a sharded
+checkpoint and from one file, with names; a rank that fails (a file it
+cannot open, a read that fails halfway, a different plan) makes every
+rank raise, nobody hangs, nothing stays registered, and the group still
+loads afterwards."""
+
+import datetime
+import errno
+import json
+import multiprocessing
+import os
+import traceback
+
+import pytest
+
+import torch  # required: an import failure is a collection error
+import torch.distributed as dist
+from test_safetensors import raw_bytes, sample, write_minimal
+from test_sharded import three_shards, write_checkpoint
+
+gloo = pytest.mark.skipif(not dist.is_available() or not dist.is_gloo_available(),
+                          reason=f"torch {torch.__version__} has no torch.distributed with gloo")
+two_gpus = pytest.mark.skipif(not dist.is_available() or not dist.is_nccl_available() or
+                              not torch.cuda.is_available() or torch.cuda.device_count() < 2,
+                              reason="NCCL on two CUDA devices: runs on the 2-GPU machine")
+
+# A rank that hangs is a failure of the test, found within this; the
+# group's own collectives give up sooner.
+JOIN_SECONDS = 90
+GROUP_TIMEOUT = datetime.timedelta(seconds=30)
+# Small rings: several rounds, pieces split across ranks.
+RING = {"staging_bytes": 2 << 20, "chunk_bytes": 1 << 20, "threads": 2}
+
+
+def split_rows_and_columns(name, shape, rank, world):
+    """Matrices by columns (not one byte range), vectors by rows (one
+    each), the rest whole."""
+    dim = 1 if len(shape) == 2 else 0 if len(shape) == 1 else None
+    if dim is None or shape[dim] < world:
+        return None
+    lo, hi = rank * shape[dim] // world, (rank + 1) * shape[dim] // world
+    return dim, lo, hi - lo
+
+
+def sliced(t, s):
+    return t if s is None else t.narrow(*s)
+
+
+def same_bytes(got, want, what):
+    assert sorted(got) == sorted(want), what
+    for k in want:
+        g = got[k].cpu()
+        assert g.dtype == want[k].dtype and g.shape == want[k].shape, f"{what}: {k}"
+        assert g.is_contiguous(), f"{what}: {k}"
+        assert raw_bytes(g) == raw_bytes(want[k]), f"{what}: {k}"
+
+
+def bytes_read(sbt, load):
+    """What load() reads on this rank, and on all ranks together."""
+    import svmbatch.loading as loading
+
+    real_stream = loading._stream_staged
+    read = 0
+
+    def counting(shards, wanted, *args, **kwargs):
+        nonlocal read
+        read += sum(e.nbytes for entries in wanted for e in entries)
+        return real_stream(shards, wanted, *args, **kwargs)
+
+    loading._stream_staged = counting
+    try:
+        load()
+    finally:
+        loading._stream_staged = real_stream
+    total = torch.tensor([read])
+    dist.all_reduce(total)
+    return read, int(total)
+
+
+def check_loads(d, rank, world, device, sbt):
+    ckpt, one = os.path.join(d, "ckpt"), os.path.join(d, "one.safetensors")
+    # Each byte is read once, by one rank, the shares about even (pieces
+    # of at most a quarter of the 2 MiB ring).
+    data = sum(t.numel() * t.element_size() for t in sbt.load_safetensors(ckpt).values())
+    mine, total = bytes_read(sbt, lambda: sbt.load_safetensors_distributed(ckpt, device, **RING))
+    assert total == data, (total, data)
+    assert abs(mine - data / world) <= 512 << 10, (mine, data, world)
+    for where in (ckpt, one):
+        want = sbt.load_safetensors(where)
+        got = sbt.load_safetensors_distributed(where, device, **RING)
+        same_bytes(got, want, f"replicated {where}")
+        assert list(got) == list(want)  # file order
+        got = sbt.load_safetensors_distributed(where, device, shard_fn=split_rows_and_columns,
+                                               **RING)
+        same_bytes(got, {k: sliced(t, split_rows_and_columns(k, tuple(t.shape), rank, world))
+                         .contiguous() for k, t in want.items()}, f"sliced {where}")
+    some = ["big1", "ids", "empty", "scalar", "layer.0.w"]
+    want = sbt.load_safetensors(ckpt, names=some)
+    pairs = list(sbt.iter_safetensors_distributed(ckpt, device, names=some, **RING))
+    same_bytes(dict(pairs), want, "names")
+    got = sbt.load_safetensors_distributed(ckpt, device, torch.float16,
+                                           names=lambda n: n.startswith("big"), **RING)
+    assert all(t.dtype == torch.float16 for t in got.values())
+    want = sbt.load_safetensors(ckpt, "cpu", torch.float16, names=lambda n: n.startswith("big"))
+    same_bytes(got, want, "dtype")
+
+
+def check_failures(d, rank, world, device, sbt):
+    import svmbatch.loading as loading
+
+    ckpt = os.path.join(d, "ckpt")
+    victim = world - 1
+    outcomes = []
+
+    def expect(case, **kwargs):
+        try:
+            sbt.load_safetensors_distributed(ckpt, device, **RING, **kwargs)
+        except sbt.DistributedLoadError as e:
+            assert rank != victim or case == "plan", case
+            assert case == "plan" or victim in e.failures, (case, e.failures)
+            outcomes.append(f"{case}: DistributedLoadError: {e}")
+        except OSError as e:
+            assert rank == victim and case != "plan", (case, e)
+            outcomes.append(f"{case}: {type(e).__name__}: {e}")
+        else:
+            raise AssertionError(f"{case}: rank {rank} did not raise")
+
+    # A shard this rank cannot open.
+    real_open = loading._os.open
+    shard = os.path.join(ckpt, "model-00002-of-00003.safetensors")
+
+    def no_shard(path, *args, **kwargs):
+        if os.fspath(path) == shard:
+            raise PermissionError(errno.EACCES, "Permission denied (the test's)", path)
+        return real_open(path, *args, **kwargs)
+
+    if rank == victim:
+        loading._os.open = no_shard
+    try:
+        expect("open")
+    finally:
+        loading._os.open = real_open
+
+    # Reads that fail after the first pieces came in.
+    real_stream = loading._stream_staged
+
+    def failing_stream(*args, **kwargs):
+        for n, pair in enumerate(real_stream(*args, **kwargs)):
+            if n == 2:
+                raise OSError(errno.EIO, "Input/output error (the test's) reading piece 2")
+            yield pair
+
+    if rank == victim:
+        loading._stream_staged = failing_stream
+    try:
+        expect("read")
+    finally:
+        loading._stream_staged = real_stream
+
+    # Ranks asking for different tensors.
+    expect("plan", names=["ids"] if rank == victim else ["ids", "big0"])
+
+    # The group is still in step: the next load works.
+    same_bytes(sbt.load_safetensors_distributed(ckpt, device, **RING),
+               sbt.load_safetensors(ckpt), "after the failures")
+    return outcomes
+
+
+def fds_but_sockets():
+    out = set()
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            link = os.readlink(f"/proc/self/fd/{fd}")
+        except OSError:  # the listing's own fd, closed by now
+            continue
+        if not link.startswith("socket:"):
+            out.add((fd, link))
+    return out
+
+
+def rank_baseline():
+    """conftest's Baseline, blind to sockets: gloo opens and closes its own
+    as its ranks connect, and the loaders open none."""
+    from conftest import Baseline, module_gauges, release_staging
+    import gc
+    import svmbatch
+
+    class RankBaseline(Baseline):
+        def __init__(self):
+            super().__init__()
+            self.fds = fds_but_sockets()
+
+        def check(self):
+            release_staging()
+            gc.collect()
+            assert svmbatch.process_pinned_bytes() == self.vmpin
+            assert fds_but_sockets() == self.fds, fds_but_sockets() ^ self.fds
+            assert module_gauges() == self.stats
+    return RankBaseline()
+
+
+def rank_main(rank, world, d, backend, what):
+    """One rank: join the group, run the checks, record the outcome."""
+    result = {"rank": rank, "ok": False}
+    try:
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", "lo")
+        import svmbatch.torch as sbt
+
+        device = "cpu"
+        if backend == "nccl":
+            torch.cuda.set_device(rank)
+            device = f"cuda:{rank}"
+        dist.init_process_group(backend, init_method=f"file://{d}/rendezvous", rank=rank,
+                                world_size=world, timeout=GROUP_TIMEOUT)
+        try:
+            # After the group opened its sockets: the loads must leave
+            # no pin, fd or staging ring behind.
+            baseline = rank_baseline()
+            result["outcomes"] = (check_loads if what == "loads" else check_failures)(
+                d, rank, world, device, sbt)
+            baseline.check()
+        finally:
+            dist.destroy_process_group()
+        result["ok"] = True
+    except BaseException:  # reported to the test, which fails
+        result["error"] = traceback.format_exc()
+    with open(os.path.join(d, f"rank{rank}.json"), "w") as f:
+        json.dump(result, f)
+
+
+def run_ranks(tmp_path, world, what, backend="gloo"):
+    ckpt = tmp_path / "ckpt"
+    ckpt.mkdir()
+    shards, tensors = three_shards()
+    write_checkpoint(ckpt, shards)
+    write_minimal(tmp_path / "one.safetensors", sample())
+    spawn = multiprocessing.get_context("spawn")
+    procs = [spawn.Process(target=rank_main, args=(r, world, str(tmp_path), backend, what))
+             for r in range(world)]
+    for p in procs:
+        p.start()
+    hung = []
+    try:
+        for p in procs:
+            p.join(JOIN_SECONDS)
+            if p.is_alive():
+                hung.append(p.pid)
+    finally:
+        for p in procs:
+            if p.is_alive():
+                p.kill()
+                p.join()
+    if hung:
+        pytest.fail(f"ranks (pids {hung}) still running after {JOIN_SECONDS} s")
+    results = []
+    for r in range(world):
+        path = tmp_path / f"rank{r}.json"
+        if not path.exists():
+            pytest.fail(f"rank {r} ended (exit {procs[r].exitcode}) without a result")
+        results.append(json.loads(path.read_text()))
+    for res in results:
+        if not res["ok"]:
+            pytest.fail(f"rank {res['rank']}:\n{res['error']}")
+    return [res["outcomes"] for res in results]
+
+
+WORLDS = [pytest.param(2, "gloo", marks=gloo, id="gloo-2"),
+          pytest.param(3, "gloo", marks=gloo, id="gloo-3"),
+          pytest.param(2, "nccl", marks=two_gpus, id="nccl-2")]
+
+
+@pytest.mark.parametrize("world,backend", WORLDS)
+def test_replicated_and_sliced_loads_equal_a_single_process_load(tmp_path, world, backend):
+    run_ranks(tmp_path, world, "loads", backend)
+
+
+@pytest.mark.parametrize("world,backend", WORLDS)
+def test_a_failing_rank_makes_every_rank_raise(tmp_path, world, backend):
+    outcomes = run_ranks(tmp_path, world, "failures", backend)
+    victim = world - 1
+    for rank, lines in enumerate(outcomes):
+        said = dict(line.split(": ", 1) for line in lines)
+        if rank == victim:
+            assert said["open"].startswith("PermissionError") and "(the test's)" in said["open"]
+            assert said["read"].startswith("OSError") and "piece 2" in said["read"]
+        else:
+            for case in ("open", "read"):
+                # The others name the failed rank and what it said.
+                assert f"rank {victim}" in said[case] and "(the test's)" in said[case]
+        assert "planned different loads" in said["plan"]
+
+
+@gloo
+def test_without_a_process_group_it_says_so(tmp_path):
+    import svmbatch.torch as sbt
+
+    write_minimal(tmp_path / "one.safetensors", sample())
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        sbt.load_safetensors_distributed(tmp_path / "one.safetensors")
