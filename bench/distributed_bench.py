@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""The distributed load on one node's GPUs, one rank per GPU, NCCL:
+
+    torchrun --nproc-per-node 2 bench/distributed_bench.py --dir /var/tmp/dist-ckpt \\
+        > bench/results/multi-gpu-h100x2-$(date +%F).json
+
+A Llama-shaped checkpoint of --gib GiB in --shards shards (loaders_bench's
+writer) on the disk of --dir, hot in the page cache (read once before the
+first load), loaded --reps times by each loader, replicated (every rank
+every tensor) and sliced --world ways (the attention and MLP matrices by
+rows or columns as tensor parallelism splits them, the rest whole):
+
+- svmbatch: load_safetensors_distributed(group=WORLD[, shard_fn]);
+- single: each rank load_safetensors(device=its GPU) of the whole
+  checkpoint (sliced: then its slices, made contiguous, the rest freed);
+- instanttensor: safe_open(files, device=rank, process_group=WORLD), each
+  tensor cloned (sliced: its slice cloned);
+- fastsafetensors: SafeTensorsFileLoader(WORLD, nogds=True), the files
+  dealt to the ranks, get_tensor / get_sharded, each result cloned.
+
+A load's time is the slowest rank's, from a barrier to every tensor on its
+GPU (torch.cuda.synchronize(), then a barrier).  Every load is checked on
+the GPU against a digest of the single loader's tensors.  Rank 0 prints one
+JSON document: the GPUs and their topology (nvidia-smi topo -m), each
+loader's times and a summary (the median load, and svmbatch's speed-up
+over single and over the best peer).  Written without a GPU at hand: the
+peers' distributed calls follow their documentation and are untested here;
+a loader that fails is recorded with its error, not fatal.
+"""
+
+import argparse
+import datetime
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+import torch.distributed as dist
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from loaders_bench import write_checkpoint  # noqa: E402
+
+# Tensor parallelism's split of a Llama layer: column-parallel matrices
+# by rows (dim 0), row-parallel ones by columns (dim 1).
+BY_ROWS = ("q_proj.weight", "k_proj.weight", "v_proj.weight", "gate_proj.weight",
+           "up_proj.weight", "embed_tokens.weight", "lm_head.weight")
+BY_COLUMNS = ("o_proj.weight", "down_proj.weight")
+
+
+def shard_fn(name, shape, rank, world):
+    dim = 0 if name.endswith(BY_ROWS) else 1 if name.endswith(BY_COLUMNS) else None
+    if dim is None or len(shape) != 2 or shape[dim] % world:
+        return None
+    n = shape[dim] // world
+    return dim, rank * n, n
+
+
+def digest(t, weights):
+    b = t.detach().contiguous().view(-1).view(torch.uint8)
+    s = 0
+    for i in range(0, b.numel(), 1 << 26):
+        c = b[i:i + (1 << 26)].to(torch.int32)
+        s += int((c * weights[:c.numel()]).sum())
+    return [str(t.dtype), list(t.shape), s]
+
+
+def part(name, t, sliced, rank, world):
+    s = shard_fn(name, tuple(t.shape), rank, world) if sliced else None
+    return t.clone() if s is None else t.narrow(*s).clone()
+
+
+def load_svmbatch(files, sliced, rank, world, device):
+    import svmbatch.torch as sbt
+    return sbt.load_safetensors_distributed(files, device, shard_fn=shard_fn if sliced else None)
+
+
+def load_single(files, sliced, rank, world, device):
+    import svmbatch.torch as sbt
+    whole = sbt.load_safetensors(files, device=device)
+    if not sliced:
+        return whole
+    out = {}
+    for name in list(whole):
+        t = whole.pop(name)
+        s = shard_fn(name, tuple(t.shape), rank, world)
+        out[name] = t if s is None else t.narrow(*s).contiguous()
+    return out
+
+
+def load_instanttensor(files, sliced, rank, world, device):
+    import instanttensor
+    out = {}
+    with instanttensor.safe_open(files, framework="pt", device=device.index,
+                                 process_group=dist.group.WORLD) as f:
+        for name, t in f.tensors():
+            out[name] = part(name, t, sliced, rank, world)
+    return out
+
+
+def load_fastsafetensors(files, sliced, rank, world, device):
+    from fastsafetensors import SafeTensorsFileLoader
+    from svmbatch.safetensors_format import read_header
+    loader = SafeTensorsFileLoader(dist.group.WORLD, device, nogds=True)
+    try:
+        loader.add_filenames({r: files[r::world] for r in range(world)})
+        fb = loader.copy_files_to_device()
+        try:
+            out = {}
+            for f in files:
+                fd = os.open(f, os.O_RDONLY)
+                try:
+                    entries = read_header(fd, f).entries
+                finally:
+                    os.close(fd)
+                for e in entries:
+                    s = shard_fn(e.name, tuple(e.shape), rank, world) if sliced else None
+                    t = fb.get_tensor(e.name) if s is None else fb.get_sharded(e.name, s[0])
+                    out[e.name] = t.clone()
+            return out
+        finally:
+            fb.close()
+    finally:
+        loader.close()
+
+
+LOADERS = {"svmbatch": load_svmbatch, "single": load_single,
+           "instanttensor": load_instanttensor, "fastsafetensors": load_fastsafetensors}
+
+
+def timed(load, files, sliced, rank, world, device):
+    dist.barrier()
+    t0 = time.perf_counter()
+    out = load(files, sliced, rank, world, device)
+    torch.cuda.synchronize()
+    dist.barrier()
+    dt = torch.tensor([time.perf_counter() - t0], device=device)
+    dist.all_reduce(dt, op=dist.ReduceOp.MAX)
+    return float(dt), out
+
+
+def agreed(ok, device):
+    """Whether every rank says ok."""
+    flag = torch.tensor([0 if ok else 1], device=device)
+    dist.all_reduce(flag)
+    return int(flag) == 0
+
+
+def topology():
+    try:
+        return subprocess.run(["nvidia-smi", "topo", "-m"], capture_output=True, text=True,
+                              timeout=30, check=False).stdout
+    except OSError as e:
+        return f"nvidia-smi: {e}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--dir", default="/var/tmp/svmbatch-dist-ckpt")
+    ap.add_argument("--gib", type=int, default=16)
+    ap.add_argument("--shards", type=int, default=4)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--loaders", default="svmbatch,single,instanttensor,fastsafetensors")
+    args = ap.parse_args()
+
+    rank = int(os.environ["LOCAL_RANK"])
+    torch.cuda.set_device(rank)
+    device = torch.device("cuda", rank)
+    dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=10))
+    world = dist.get_world_size()
+    if rank == 0:
+        _, files = write_checkpoint(args.dir, args.gib, args.shards)
+        for f in files:  # hot: the page cache holds every shard
+            with open(f, "rb") as fh:
+                while fh.read(64 << 20):
+                    pass
+    dist.barrier()
+    files = sorted(os.path.join(args.dir, n) for n in os.listdir(args.dir)
+                   if n.endswith(".safetensors"))
+    weights = torch.arange(1 << 26, device=device, dtype=torch.int32) % 251 + 1
+    results = {}
+    for sliced in (False, True):
+        case = f"sliced{world}" if sliced else "replicated"
+        _, ref = timed(load_single, files, sliced, rank, world, device)
+        ref = {k: digest(v, weights) for k, v in ref.items()}
+        torch.cuda.empty_cache()
+        for name in args.loaders.split(","):
+            cell = {"times_s": []}
+            try:
+                for _ in range(args.reps):
+                    dt, out = timed(LOADERS[name], files, sliced, rank, world, device)
+                    exact = sorted(out) == sorted(ref) and \
+                        all(digest(out[k], weights) == ref[k] for k in ref)
+                    del out
+                    torch.cuda.empty_cache()
+                    cell["times_s"].append(dt)
+                    cell["exact"] = agreed(exact, device) and cell.get("exact", True)
+            except Exception as e:  # recorded: a peer's API may differ
+                cell["error"] = f"{type(e).__name__}: {e}"[:400]
+            if cell["times_s"]:
+                cell["median_s"] = statistics.median(cell["times_s"])
+            results.setdefault(case, {})[name] = cell
+    summary = {}
+    for case, cells in results.items():
+        med = {k: c["median_s"] for k, c in cells.items() if "median_s" in c and c.get("exact")}
+        peers = [med[k] for k in ("instanttensor", "fastsafetensors") if k in med]
+        if "svmbatch" in med:
+            summary[case] = {
+                "svmbatch_s": med["svmbatch"],
+                "vs_single": med["single"] / med["svmbatch"] if "single" in med else None,
+                "vs_best_peer": min(peers) / med["svmbatch"] if peers else None,
+                "target": ">= 1.6x single, >= 1.15x the best peer"}
+    if rank == 0:
+        gib = sum(os.path.getsize(f) for f in files) / (1 << 30)
+        print(json.dumps({
+            "bench": "distributed_bench", "date": datetime.date.today().isoformat(),
+            "world": world, "gpus": [torch.cuda.get_device_name(i) for i in range(world)],
+            "topology": topology(), "torch": torch.__version__, "files": len(files),
+            "gib": round(gib, 3), "page_cache": "hot", "reps": args.reps,
+            "method": "slowest rank, barrier to every tensor on its GPU; checked against the "
+                      "single loader's digests", "results": results, "summary": summary},
+                         indent=1))
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    main()
