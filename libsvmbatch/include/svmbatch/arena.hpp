@@ -39,6 +39,15 @@ struct ArenaOptions {
 	unsigned prefault_threads = 0;
 	/// Map the arena once for this backend (gpu_mapping()); nullptr: none.
 	GpuBackend *backend = nullptr;
+	/// Return once the memory is mapped and prepare it (fault in,
+	/// register, map for the GPU) chunk by chunk on a background thread:
+	/// allocate() waits only for the chunks its block covers.  See ready(),
+	/// wait() and "Asynchronous arenas" above Arena.
+	bool async = false;
+	/// The chunk of an asynchronous arena, rounded up to the page kind's
+	/// page; 0: 256 MiB.  Each chunk is its own registration and GPU
+	/// mapping.  Ignored by a synchronous arena (one chunk).
+	std::size_t chunk_bytes = 0;
 };
 
 /// allocate() found no free block large enough: ENOMEM, step Validate.
@@ -74,6 +83,21 @@ private:
 /// that VmPin plus the mapping would carry over RLIMIT_MEMLOCK is refused
 /// before anything is mapped: ENOMEM, step Validate, the message naming
 /// the limit and how to raise it.
+///
+/// Asynchronous arenas (ArenaOptions::async): the constructor checks the
+/// arguments and the memlock limit, maps and binds the memory, and
+/// returns; one background thread then prepares the chunks in address
+/// order, each faulted in, registered (its own REGISTER in kernel mode) and
+/// mapped for the GPU.  allocate() and gpu_address() wait for the chunks
+/// they touch, nothing more.  A chunk that fails stops the preparation:
+/// wait(), and every allocate() or gpu_address() that needs that chunk or
+/// a later one, throws its Error (errno and step as the failing call gave
+/// them, the message naming the chunk and its bytes).  The chunks before
+/// it stay prepared: blocks inside them are carved and used as usual.
+/// Destroying the arena, at any time, stops the preparation, waits for
+/// the chunk in progress and undoes every chunk.  The Context and the
+/// backend must stay alive (and the Context unmoved) until wait() has
+/// returned or thrown, or the arena is destroyed.
 class SVMBATCH_API Arena {
 public:
 	/// An empty arena (operator bool false).
@@ -90,6 +114,18 @@ public:
 	explicit operator bool() const noexcept { return state_ != nullptr; }
 	/// Unmap, unregister and free now; idempotent.
 	void reset() noexcept;
+
+	/// Every chunk prepared; false while an asynchronous arena is being
+	/// prepared and after its preparation failed.  A synchronous arena is
+	/// always ready.
+	bool ready() const;
+	/// Block until every chunk is prepared; throws the Error of the chunk
+	/// that failed (every call, from any thread).
+	void wait() const;
+	/// The chunks the arena is prepared in (1 for a synchronous arena).
+	std::size_t chunks() const;
+	/// The bytes of each chunk but the last.
+	std::size_t chunk_bytes() const;
 
 	/// A block of bytes (0 counts as 1), aligned to alignment(); throws
 	/// ArenaFull when no free block is large enough.
@@ -118,11 +154,23 @@ public:
 	int numa_node() const;
 
 	/// The registration of [base(), base() + mapped_bytes()): one buffer.
+	/// An asynchronous arena has one per chunk and no such registration:
+	/// Error EINVAL.
 	const Registration &registration() const;
-	/// The GPU mapping of that buffer, or nullptr without a backend.
+	/// Pages registered (Registration::pages()) and pinned by the module
+	/// (pinned_pages()), summed over the chunks prepared so far.
+	std::uint64_t pages_registered() const;
+	std::uint64_t pinned_pages() const;
+	/// The GPU mapping of that buffer, or nullptr without a backend (and
+	/// for an asynchronous arena, mapped per chunk: see gpu_mapped()).
 	const GpuMapping *gpu_mapping() const;
-	/// The device address of p (any byte of the arena); Error EINVAL when
-	/// p is outside it or the arena has no GPU mapping.
+	/// Created with a backend.
+	bool gpu_mapped() const;
+	/// The device address of p (any byte of the arena), once p's chunk is
+	/// mapped (waiting for it); Error EINVAL when p is outside the arena or
+	/// the arena has no GPU mapping.  Per chunk: a block across a chunk
+	/// boundary is contiguous on the device where the backend maps host
+	/// memory at its own address (CUDA and HIP under UVA).
 	std::uint64_t gpu_address(const void *p) const;
 
 private:

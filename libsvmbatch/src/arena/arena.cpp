@@ -3,9 +3,17 @@
 // allocator that carves blocks from it.
 #include <svmbatch/arena.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <condition_variable>
+#include <exception>
+#include <functional>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <system_error>
+#include <thread>
+#include <vector>
 
 #include <svmbatch/context.hpp>
 #include <svmbatch/gpu/backend.hpp>
@@ -13,6 +21,7 @@
 
 #include "arena/arena_memlock.hpp"
 #include "arena/arena_memory.hpp"
+#include "arena/arena_prepare.hpp"
 #include "arena/block_allocator.hpp"
 
 namespace svmbatch {
@@ -36,18 +45,98 @@ ArenaFull::ArenaFull(const std::string &what, std::size_t requested, std::size_t
 	  largest_free_(largest_free)
 {}
 
-// Members in construction order; destroyed in reverse: unmap from the GPU,
-// unregister, munmap.
+namespace detail {
+namespace {
+
+std::mutex hook_mutex;
+ArenaChunkHook chunk_hook; // guarded by hook_mutex
+
+ArenaChunkHook current_chunk_hook()
+{
+	const std::lock_guard lock(hook_mutex);
+	return chunk_hook;
+}
+
+} // namespace
+
+void set_arena_chunk_hook(ArenaChunkHook hook)
+{
+	const std::lock_guard lock(hook_mutex);
+	chunk_hook = std::move(hook);
+}
+
+} // namespace detail
+
+namespace {
+
+constexpr std::size_t default_chunk = std::size_t{256} << 20;
+
+// e's own words, without the "svmbatch <step> (buffer i): " it starts with
+// and the strerror() it ends with: the chunk's Error says those again.
+std::string inner_what(const Error &e)
+{
+	std::string s = e.what();
+	const std::string tail = ": " + std::generic_category().message(e.err());
+	if (s.size() > tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0)
+		s.resize(s.size() - tail.size());
+	if (s.rfind("svmbatch ", 0) == 0) {
+		const std::size_t colon = s.find(": ");
+		if (colon != std::string::npos)
+			s.erase(0, colon + 2);
+	}
+	return s;
+}
+
+} // namespace
+
+// Members in construction order; destroyed in reverse: the preparing
+// thread is stopped and joined first (~State), then each chunk is unmapped
+// from the GPU and unregistered, then the memory unmapped.
 struct Arena::State {
+	// One chunk's registration and GPU mapping (destroyed first).
+	struct Chunk {
+		std::optional<Registration> registration;
+		std::optional<GpuMapping> mapping;
+	};
+
 	State(Context &context, std::size_t bytes, const ArenaOptions &o)
 		: allocator(bytes, o.alignment),
 		  fits_memlock(check_memlock(context, bytes, o.pages)),
-		  memory(bytes, o.pages, o.numa_node, o.prefault_threads), kind(o.pages),
-		  numa_node(o.numa_node < 0 ? -1 : o.numa_node),
-		  registration(register_whole(context, memory))
+		  memory(bytes, o.pages, o.numa_node, o.prefault_threads, !o.async), kind(o.pages),
+		  numa_node(o.numa_node < 0 ? -1 : o.numa_node), async(o.async),
+		  chunk(o.async ? chunk_size(memory, o.chunk_bytes) : memory.mapped_bytes()),
+		  backend(o.backend), chunks((memory.mapped_bytes() + chunk - 1) / chunk)
 	{
-		if (o.backend != nullptr)
-			mapping.emplace(o.backend->map(registration));
+		if (!async) {
+			prepare(context, 0, o.prefault_threads);
+			prepared = 1;
+			return;
+		}
+		try {
+			worker = std::thread([this, &context, hook = detail::current_chunk_hook(),
+					      threads = o.prefault_threads] {
+				prepare_all(context, hook, threads);
+			});
+		} catch (const std::system_error &e) {
+			throw Error(e.code().value(), Step::Arena,
+				    "arena: no thread to prepare it: " + std::string(e.what()));
+		}
+	}
+
+	State(const State &) = delete;
+	State &operator=(const State &) = delete;
+	State(State &&) = delete;
+	State &operator=(State &&) = delete;
+
+	~State()
+	{
+		if (!worker.joinable())
+			return;
+		{
+			const std::lock_guard lock(mutex);
+			stopping = true;
+		}
+		worker.join();
 	}
 
 	// The module charges the whole mapping to RLIMIT_MEMLOCK when it pins
@@ -64,10 +153,97 @@ struct Arena::State {
 		return true;
 	}
 
-	static Registration register_whole(Context &context, const detail::ArenaMemory &m)
+	static std::size_t chunk_size(const detail::ArenaMemory &m, std::size_t asked)
 	{
-		const Buffer whole{m.base(), m.mapped_bytes(), Access::ReadWrite};
-		return context.register_buffers({&whole, 1});
+		const std::size_t unit = m.fault_unit();
+		std::size_t c = asked == 0 ? default_chunk : asked;
+		c = c > m.mapped_bytes() ? m.mapped_bytes() : (c + unit - 1) / unit * unit;
+		return c;
+	}
+
+	std::size_t chunk_offset(std::size_t k) const { return k * chunk; }
+	std::size_t chunk_length(std::size_t k) const
+	{
+		return std::min(chunk, memory.mapped_bytes() - chunk_offset(k));
+	}
+
+	// Chunk k: faulted in (an asynchronous arena's; the synchronous one's
+	// memory was at creation), registered, mapped for the GPU.
+	void prepare(Context &context, std::size_t k, unsigned threads)
+	{
+		const std::size_t off = chunk_offset(k);
+		const std::size_t len = chunk_length(k);
+		if (async)
+			memory.prefault(off, len, threads);
+		const Buffer b{memory.base() + off, len, Access::ReadWrite};
+		Chunk c;
+		c.registration.emplace(context.register_buffers({&b, 1}));
+		if (backend != nullptr)
+			c.mapping.emplace(backend->map(*c.registration));
+		chunks[k] = std::move(c);
+	}
+
+	// The preparing thread: chunk after chunk, publishing each, until all
+	// are ready, one fails or the arena is destroyed.
+	void prepare_all(Context &context, const detail::ArenaChunkHook &hook, unsigned threads)
+	{
+		for (std::size_t k = 0; k < chunks.size(); ++k) {
+			{
+				const std::lock_guard lock(mutex);
+				if (stopping)
+					return;
+			}
+			std::exception_ptr err;
+			try {
+				if (hook)
+					hook(k);
+				prepare(context, k, threads);
+			} catch (const Error &e) {
+				err = std::make_exception_ptr(
+					Error(e.err(), e.step(),
+					      "arena chunk " + std::to_string(k) + " of " +
+						      std::to_string(chunks.size()) + " (bytes " +
+						      std::to_string(chunk_offset(k)) + " to " +
+						      std::to_string(chunk_offset(k) +
+								     chunk_length(k)) +
+						      "): " + inner_what(e),
+					      k, e.driver_status()));
+			} catch (...) {
+				err = std::current_exception();
+			}
+			{
+				const std::lock_guard lock(mutex);
+				if (err)
+					failure = err;
+				else
+					prepared = k + 1;
+			}
+			changed.notify_all();
+			if (err)
+				return;
+		}
+	}
+
+	// Wait until chunks [0, last] are prepared; throws the failure when one
+	// of them failed.
+	void wait_for(std::size_t last) const
+	{
+		std::unique_lock lock(mutex);
+		changed.wait(lock, [&] { return prepared > last || failure; });
+		if (prepared <= last)
+			std::rethrow_exception(failure);
+	}
+
+	// Wait for the chunks that [off, off + len) touches.
+	void wait_for_bytes(std::size_t off, std::size_t len) const
+	{
+		wait_for((off + std::max<std::size_t>(len, 1) - 1) / chunk);
+	}
+
+	std::size_t ready_chunks() const
+	{
+		const std::lock_guard lock(mutex);
+		return prepared;
 	}
 
 	detail::BlockAllocator allocator;
@@ -75,8 +251,16 @@ struct Arena::State {
 	detail::ArenaMemory memory;
 	PageKind kind;
 	int numa_node;
-	Registration registration;
-	std::optional<GpuMapping> mapping;
+	bool async;
+	std::size_t chunk; ///< bytes of each chunk but the last
+	GpuBackend *backend;
+	std::vector<Chunk> chunks; ///< [k] written before prepared passes k
+	mutable std::mutex mutex;
+	mutable std::condition_variable changed;
+	std::size_t prepared = 0; ///< chunks [0, prepared) are ready
+	std::exception_ptr failure; ///< of chunk prepared, which stopped the thread
+	bool stopping = false; ///< the arena is being destroyed
+	std::thread worker;
 };
 
 Arena::Arena() noexcept = default;
@@ -119,10 +303,41 @@ const Arena::State &Arena::state() const
 	return *state_;
 }
 
+bool Arena::ready() const
+{
+	const State &s = state();
+	return s.ready_chunks() == s.chunks.size();
+}
+
+void Arena::wait() const
+{
+	const State &s = state();
+	s.wait_for(s.chunks.size() - 1);
+}
+
+std::size_t Arena::chunks() const
+{
+	return state().chunks.size();
+}
+
+std::size_t Arena::chunk_bytes() const
+{
+	return state().chunk;
+}
+
 void *Arena::allocate(std::size_t bytes)
 {
 	State &s = state();
-	return s.memory.base() + s.allocator.allocate(bytes);
+	const std::size_t off = s.allocator.allocate(bytes);
+	if (!s.async)
+		return s.memory.base() + off;
+	try {
+		s.wait_for_bytes(off, bytes);
+	} catch (...) {
+		(void)s.allocator.release(off);
+		throw;
+	}
+	return s.memory.base() + off;
 }
 
 void Arena::deallocate(void *block)
@@ -194,26 +409,63 @@ int Arena::numa_node() const
 
 const Registration &Arena::registration() const
 {
-	return state().registration;
+	const State &s = state();
+	if (s.chunks.size() != 1)
+		throw Error(EINVAL, Step::Validate,
+			    "arena: registered in " + std::to_string(s.chunks.size()) +
+				    " chunks, not as one registration");
+	s.wait_for(0);
+	return *s.chunks[0].registration;
+}
+
+std::uint64_t Arena::pages_registered() const
+{
+	const State &s = state();
+	std::uint64_t n = 0;
+	const std::size_t ready = s.ready_chunks();
+	for (std::size_t k = 0; k < ready; ++k)
+		n += s.chunks[k].registration->pages();
+	return n;
+}
+
+std::uint64_t Arena::pinned_pages() const
+{
+	const State &s = state();
+	std::uint64_t n = 0;
+	const std::size_t ready = s.ready_chunks();
+	for (std::size_t k = 0; k < ready; ++k)
+		n += s.chunks[k].registration->pinned_pages();
+	return n;
 }
 
 const GpuMapping *Arena::gpu_mapping() const
 {
 	const State &s = state();
-	return s.mapping ? &*s.mapping : nullptr;
+	if (s.backend == nullptr || s.chunks.size() != 1)
+		return nullptr;
+	s.wait_for(0);
+	return &*s.chunks[0].mapping;
+}
+
+bool Arena::gpu_mapped() const
+{
+	return state().backend != nullptr;
 }
 
 std::uint64_t Arena::gpu_address(const void *p) const
 {
 	const State &s = state();
-	if (!s.mapping)
+	if (s.backend == nullptr)
 		throw Error(EINVAL, Step::GpuMap, "arena: not mapped for a GPU (no backend)");
 	const auto a = reinterpret_cast<std::uintptr_t>(p);
 	const auto first = reinterpret_cast<std::uintptr_t>(s.memory.base());
 	if (a < first || a - first >= s.memory.mapped_bytes())
 		throw Error(EINVAL, Step::Validate,
 			    "arena: address " + std::to_string(a) + " is outside the arena");
-	return s.mapping->address(0) + (a - first);
+	const std::size_t off = a - first;
+	const std::size_t k = off / s.chunk;
+	s.wait_for(k);
+	return s.chunks[k].mapping->address(0) + (off - s.chunk_offset(k));
 }
 
 } // namespace svmbatch

@@ -90,7 +90,9 @@ std::size_t ArenaMemory::mapped_size(std::size_t bytes, PageKind kind)
 	fail(EINVAL, "unknown page kind", Step::Validate);
 }
 
-ArenaMemory::ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsigned threads)
+ArenaMemory::ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsigned threads,
+			 bool prefault_now)
+	: kind_(kind)
 {
 	mapped_ = mapped_size(bytes, kind);
 	switch (kind) {
@@ -130,7 +132,8 @@ ArenaMemory::ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsign
 				    mask.size() * 64 + 1, 0) != 0)
 				fail(errno, "mbind to NUMA node " + std::to_string(numa_node));
 		}
-		prefault(kind, threads);
+		if (prefault_now)
+			prefault(0, mapped_, threads);
 	} catch (...) {
 		munmap(base_, mapped_);
 		base_ = nullptr;
@@ -138,22 +141,29 @@ ArenaMemory::ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsign
 	}
 }
 
+std::size_t ArenaMemory::fault_unit() const noexcept
+{
+	return kind_ == PageKind::Small ? static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) :
+					  huge_page;
+}
+
 // Several threads fault the pages in: one core zeroes ~10 GB/s at best.
-void ArenaMemory::prefault(PageKind kind, unsigned threads)
+void ArenaMemory::prefault(std::size_t offset, std::size_t bytes, unsigned threads) const
 {
 	const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
-	const std::size_t unit = kind == PageKind::Small ? page : huge_page;
-	const std::size_t pages = mapped_ / unit;
+	const std::size_t unit = fault_unit();
+	const std::size_t pages = bytes / unit;
 	unsigned n = threads != 0 ?
 			     threads :
 			     std::min(16U, std::max(1U, std::thread::hardware_concurrency()));
 	n = static_cast<unsigned>(
-		std::min<std::size_t>(n, std::max<std::size_t>(1, mapped_ / prefault_unit)));
+		std::min<std::size_t>(n, std::max<std::size_t>(1, bytes / prefault_unit)));
 	std::atomic<int> first_error{0};
+	char *const start = base_ + offset;
 	auto run = [&](unsigned t) {
 		const std::size_t first = pages * t / n * unit;
 		const std::size_t last = pages * (t + 1) / n * unit;
-		int err = prefault_range(base_ + first, last - first, page);
+		int err = prefault_range(start + first, last - first, page);
 		int none = 0;
 		if (err != 0)
 			first_error.compare_exchange_strong(none, err);
@@ -172,7 +182,8 @@ void ArenaMemory::prefault(PageKind kind, unsigned threads)
 	for (auto &w : workers)
 		w.join();
 	if (first_error != 0)
-		fail(first_error, "faulting in " + std::to_string(mapped_) + " bytes");
+		fail(first_error, "faulting in " + std::to_string(bytes) + " bytes at offset " +
+					  std::to_string(offset));
 }
 
 ArenaMemory::~ArenaMemory()

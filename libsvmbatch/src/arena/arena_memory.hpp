@@ -13,10 +13,11 @@ namespace svmbatch::detail {
 class ArenaMemory {
 public:
 	/// mmap bytes (rounded up to the page kind's page), bind it to
-	/// numa_node (-1: no binding) and prefault it with threads threads
-	/// (0: the CPUs, at most 16).  Throws Error (step Validate) and leaves
-	/// nothing mapped.
-	ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsigned threads);
+	/// numa_node (-1: no binding) and, unless prefault_now is false,
+	/// prefault it with threads threads (0: the CPUs, at most 16).  Throws
+	/// Error (step Validate) and leaves nothing mapped.
+	ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsigned threads,
+		    bool prefault_now = true);
 	ArenaMemory(const ArenaMemory &) = delete;
 	ArenaMemory &operator=(const ArenaMemory &) = delete;
 	ArenaMemory(ArenaMemory &&) = delete;
@@ -29,9 +30,15 @@ public:
 
 	char *base() const noexcept { return base_; }
 	std::size_t mapped_bytes() const noexcept { return mapped_; }
+	/// The unit the mapping is faulted in by: the base page or 2 MiB.
+	std::size_t fault_unit() const noexcept;
+
+	/// Fault in [offset, offset + bytes) (multiples of fault_unit()) with
+	/// threads threads; throws Error (step Arena).
+	void prefault(std::size_t offset, std::size_t bytes, unsigned threads) const;
 
 private:
-	void prefault(PageKind kind, unsigned threads);
+	PageKind kind_;
 
 	char *base_ = nullptr;
 	std::size_t mapped_ = 0;
