@@ -46,6 +46,14 @@ private:
 	void *block_;
 };
 
+/// An Arena with the Context it was made in: an asynchronous arena uses
+/// the Context until it is ready, so the two live and die together (the
+/// arena first).
+struct ArenaWithContext {
+	std::shared_ptr<Context> context;
+	Arena arena;
+};
+
 /// svmbatch.Arena.  close() drops this object's reference: the arena
 /// lives on until the last carved block is gone.
 class PyArena {
@@ -55,7 +63,10 @@ public:
 		py::gil_scoped_release nogil;
 		if (!context)
 			context = std::make_shared<Context>();
-		arena_ = std::make_shared<Arena>(*context, bytes, options);
+		Context &c = *context;
+		auto both = std::make_shared<ArenaWithContext>(
+			ArenaWithContext{std::move(context), Arena(c, bytes, options)});
+		arena_ = std::shared_ptr<Arena>(both, &both->arena);
 	}
 
 	const Arena &get() const
@@ -78,7 +89,12 @@ public:
 				throw ArenaFull("arena: shape too large", SIZE_MAX, 0, 0);
 			bytes *= static_cast<std::size_t>(d);
 		}
-		void *block = arena_->allocate(bytes);
+		void *block = nullptr;
+		{
+			// An asynchronous arena may wait here for the block's chunks.
+			py::gil_scoped_release nogil;
+			block = arena_->allocate(bytes);
+		}
 		auto owner = std::make_unique<BlockOwner>(arena_, block);
 		return make_dlpack_capsule(block, shape, dtype, DLDevice{kDLCPU, 0},
 					   std::move(owner));
@@ -93,6 +109,21 @@ public:
 		std::shared_ptr<Registration> shared(arena_, const_cast<Registration *>(&r));
 		return std::make_shared<PyRegistration>(std::move(shared),
 							std::vector<HeldBuffer>{}, false);
+	}
+
+	void wait() const
+	{
+		const Arena &a = get();
+		py::gil_scoped_release nogil;
+		a.wait();
+	}
+
+	std::uint64_t gpu_address(std::uintptr_t p) const
+	{
+		const Arena &a = get();
+		py::gil_scoped_release nogil;
+		return a.gpu_address(
+			reinterpret_cast<const void *>(p)); // NOLINT(performance-no-int-to-ptr)
 	}
 
 	void close() { arena_.reset(); }
@@ -120,7 +151,8 @@ PageKind page_kind(const py::object &huge_pages)
 std::shared_ptr<PyArena> make_arena(std::size_t nbytes, const py::object &huge_pages,
 				    const py::object &numa_node, std::shared_ptr<Context> context,
 				    const std::shared_ptr<GpuBackend> &backend,
-				    std::size_t alignment, unsigned threads)
+				    std::size_t alignment, unsigned threads, bool wait,
+				    std::size_t chunk_bytes)
 {
 	ArenaOptions o;
 	o.pages = page_kind(huge_pages);
@@ -130,6 +162,8 @@ std::shared_ptr<PyArena> make_arena(std::size_t nbytes, const py::object &huge_p
 	o.alignment = alignment;
 	o.prefault_threads = threads;
 	o.backend = backend.get();
+	o.async = !wait;
+	o.chunk_bytes = chunk_bytes;
 	return std::make_shared<PyArena>(nbytes, o, std::move(context));
 }
 
@@ -175,15 +209,17 @@ void bind_arena_memory(PyArenaClass &c)
 				       })
 		.def_property_readonly("registration", &PyArena::registration)
 		.def_property_readonly("gpu_mapped",
-				       [](const PyArena &a) {
-					       return a.get().gpu_mapping() != nullptr;
+				       [](const PyArena &a) { return a.get().gpu_mapped(); })
+		.def_property_readonly("gpu_base_address",
+				       [](const PyArena &a) -> py::object {
+					       if (!a.get().gpu_mapped())
+						       return py::none();
+					       return py::int_(a.gpu_address(
+						       reinterpret_cast<std::uintptr_t>(
+							       a.get().base())));
 				       })
-		.def_property_readonly("gpu_base_address", [](const PyArena &a) -> py::object {
-			const GpuMapping *m = a.get().gpu_mapping();
-			if (m == nullptr)
-				return py::none();
-			return py::int_(m->address(0));
-		});
+		.def("gpu_address", &PyArena::gpu_address, py::arg("address"),
+		     "the device address of a byte of the arena, once its chunk is mapped");
 }
 
 } // namespace
@@ -193,11 +229,20 @@ void bind_arena(py::module_ &m)
 	PyArenaClass c(m, "Arena");
 	c.def(py::init(&make_arena), py::arg("nbytes"), py::arg("huge_pages") = true,
 	      py::arg("numa_node") = py::none(), py::arg("context") = nullptr,
-	      py::arg("backend") = nullptr, py::arg("alignment") = 256, py::arg("threads") = 0)
+	      py::arg("backend") = nullptr, py::arg("alignment") = 256, py::arg("threads") = 0,
+	      py::arg("wait") = true, py::arg("chunk_bytes") = 0)
 		.def("carve", &PyArena::carve, py::arg("shape"), py::arg("code"), py::arg("bits"),
 		     py::arg("lanes") = 1,
 		     "a DLPack capsule of a new block (no driver call); the block returns to the "
 		     "arena when the consumer's tensor dies")
+		.def(
+			"ready", [](const PyArena &a) { return a.get().ready(); },
+			"every chunk prepared (False while preparing and after a failure)")
+		.def("wait", &PyArena::wait,
+		     "block until every chunk is prepared; raises the failed chunk's error")
+		.def_property_readonly("chunks", [](const PyArena &a) { return a.get().chunks(); })
+		.def_property_readonly("chunk_bytes",
+				       [](const PyArena &a) { return a.get().chunk_bytes(); })
 		.def("close", &PyArena::close)
 		.def_property_readonly("closed", &PyArena::closed)
 		.def("__enter__", [](py::object self) { return self; })

@@ -66,20 +66,38 @@ class Arena:
     to the arena when the tensor dies; the arena's memory lives until the
     arena is closed and its last tensor is gone.  A request that does not
     fit raises svmbatch.ArenaFullError (a MemoryError) saying whether the
-    arena is full or fragmented."""
+    arena is full or fragmented.
+
+    wait=False returns once the memory is mapped and prepares it (fault in,
+    register, CUDA-map) in chunks of chunk_bytes (0: 256 MiB) on a
+    background thread: a tensor waits only for the chunks it covers.
+    ready() says whether every chunk is prepared, wait() blocks until they
+    are.  A chunk that fails stops the preparation: wait(), and every
+    tensor that would reach that chunk or a later one, raise its error; the
+    chunks before it stay usable."""
 
     def __init__(self, nbytes: int, huge_pages: _typing.Union[bool, str] = True,
                  numa_node: _typing.Optional[int] = None, *,
                  context: _typing.Optional[_svmbatch.Context] = None,
                  cuda: _typing.Optional[bool] = None,
-                 alignment: int = 256, threads: int = 0) -> None:
+                 alignment: int = 256, threads: int = 0, wait: bool = True,
+                 chunk_bytes: int = 0) -> None:
         backend, self.cuda_reason = _common.resolve_cuda(cuda)
         self._gpu = None
         if backend is not None:
             self.cuda_reason = None
             self._gpu = _torch.device("cuda", backend.device)
         self._arena = _svmbatch.Arena(int(nbytes), huge_pages, numa_node, context, backend,
-                                      alignment, threads)
+                                      alignment, threads, bool(wait), int(chunk_bytes))
+
+    def ready(self) -> bool:
+        """Every chunk prepared: always True for an arena made with wait=True."""
+        return self._arena.ready()
+
+    def wait(self) -> None:
+        """Block until every chunk is prepared; raises the error of the
+        chunk that failed (every call)."""
+        self._arena.wait()
 
     def empty(self, *size: _typing.Union[int, _Sequence[int]],
               dtype: _typing.Optional[_torch.dtype] = None,
@@ -177,7 +195,7 @@ class Arena:
 
     def _on_gpu(self, t, device):
         """The CUDA tensor over t's block, through the arena's GPU mapping."""
-        address = self._arena.gpu_base_address + t.data_ptr() - self._arena.base_address
+        address = self._arena.gpu_address(t.data_ptr())
         nbytes = t.numel() * t.element_size()
         with _torch.cuda.device(device):
             raw = _torch.as_tensor(_CudaView(t, address, nbytes), device=device)
@@ -199,7 +217,8 @@ class Arena:
 
     def __getattr__(self, name):
         # capacity, used, free, largest_free, live_blocks, huge_pages,
-        # numa_node, base_address, mapped_bytes, registration, rounded
+        # numa_node, base_address, mapped_bytes, registration, rounded,
+        # chunks, chunk_bytes
         return getattr(self._arena, name)
 
     def close(self) -> None:

@@ -280,3 +280,72 @@ def test_a_cuda_device_gives_the_gpu_view_of_the_block():
             arena.empty(4, device="cuda")
         assert e.value.errno == errno.EINVAL and e.value.step == "gpu-map"
         assert "not mapped" in str(e.value)
+
+
+def test_an_async_arena_carves_what_a_waited_one_does(baseline):
+    page = mmap.PAGESIZE
+    sync = sbt.Arena(64 * page, huge_pages=False, cuda=False)
+    arena = sbt.Arena(64 * page, huge_pages=False, cuda=False, wait=False,
+                      chunk_bytes=4 * page)
+    assert sync.ready() and sync.chunks == 1
+    assert arena.chunks == 16 and arena.chunk_bytes == 4 * page
+    sizes = [1, 3000, 5 * page, 100, 2 * page + 1, 17 * page]
+    a = [sync.empty(n, dtype=torch.uint8) for n in sizes]
+    b = [arena.empty(n, dtype=torch.uint8) for n in sizes]
+    for x, y in zip(a, b):
+        assert x.data_ptr() - sync.base_address == y.data_ptr() - arena.base_address
+        y.fill_(7)
+        assert int(y.sum()) == 7 * y.numel()
+    arena.wait()
+    assert arena.ready()
+    arena.wait()  # again: no error, nothing to wait for
+    with pytest.raises(svmbatch.Error) as e:
+        arena.registration  # one per chunk
+    assert e.value.errno == errno.EINVAL
+    del a, b
+    sync.close()
+    arena.close()
+
+
+def test_closing_an_async_arena_while_it_is_prepared_leaves_nothing(baseline):
+    for _ in range(3):
+        arena = sbt.Arena(256 << 20, huge_pages=False, cuda=False, wait=False,
+                          chunk_bytes=1 << 20)
+        t = arena.empty(1000, dtype=torch.float32)  # waits for chunk 0 only
+        t.fill_(1)
+        arena.close()
+        assert float(t.sum()) == 1000
+        del t  # the last reference: preparation stops, every chunk undone
+
+
+def test_threads_carve_an_async_arena_while_it_is_prepared():
+    page = mmap.PAGESIZE
+    arena = sbt.Arena(256 << 20, huge_pages=False, cuda=False, wait=False,
+                      chunk_bytes=256 * page, threads=1)
+    base, end = arena.base_address, arena.base_address + arena.capacity
+    bad, early = [], []
+
+    def carve(k):
+        mine = []
+        for i in range(40):
+            t = arena.empty(1 + (i * 7919 + k) % (64 * page), dtype=torch.uint8)
+            if not arena.ready():
+                early.append(k)
+            if not base <= t.data_ptr() < end or t.data_ptr() % 256:
+                bad.append(t.data_ptr())
+            t.fill_(k + 1)
+            mine.append(t)
+        for t in mine:
+            if int((t != k + 1).sum()):
+                bad.append(t.data_ptr())
+
+    threads = [threading.Thread(target=carve, args=(k,)) for k in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    arena.wait()
+    assert not bad
+    assert early, "no tensor was carved while the arena was being prepared"
+    assert arena.live_blocks == 0
+    arena.close()
