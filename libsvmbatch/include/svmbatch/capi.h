@@ -234,8 +234,14 @@ enum svmbatch_arena_pages {
 	SVMBATCH_ARENA_PAGES_HUGETLB = 2, /* 2 MiB pages of vm.nr_hugepages */
 };
 
-/* svmbatch_arena_options.flags */
+/*
+ * svmbatch_arena_options.flags.  SVMBATCH_ARENA_ASYNC returns once the
+ * memory is mapped and prepares it in chunks of chunk_bytes on a background
+ * thread (svmbatch_arena_wait); chunk_bytes is read only with it, so a
+ * caller built before the member existed passes a shorter struct safely.
+ */
 #define SVMBATCH_ARENA_BIND_NODE (1U << 0) /* mbind to numa_node */
+#define SVMBATCH_ARENA_ASYNC	 (1U << 1) /* prepare in chunks, in the background */
 
 struct svmbatch_arena_options {
 	enum svmbatch_arena_pages pages;
@@ -243,6 +249,7 @@ struct svmbatch_arena_options {
 	int numa_node; /* with SVMBATCH_ARENA_BIND_NODE */
 	unsigned int prefault_threads; /* 0: the CPUs, at most 16 */
 	size_t alignment; /* a power of two; 0: 256 */
+	size_t chunk_bytes; /* with SVMBATCH_ARENA_ASYNC; 0: 256 MiB */
 };
 
 struct svmbatch_arena_info {
@@ -256,21 +263,33 @@ struct svmbatch_arena_info {
 	size_t alignment;
 	enum svmbatch_arena_pages pages;
 	int numa_node; /* -1: unbound */
-	uint64_t pages_registered; /* svmbatch_reg_info.pages of its registration */
+	uint64_t pages_registered; /* of its registration (its chunks prepared so far) */
 	uint64_t pinned_pages; /* by the module: 0 in userspace mode */
 };
 
-/* bytes > 0.  All or nothing: a failure leaves no mapping or pin behind. */
+/*
+ * bytes > 0.  All or nothing: a failure leaves no mapping or pin behind.
+ * With SVMBATCH_ARENA_ASYNC ctx must outlive the preparation (until
+ * svmbatch_arena_wait returns or the arena is destroyed).
+ */
 SVMBATCH_API int svmbatch_arena_create(svmbatch_ctx *ctx, size_t bytes,
 				       const struct svmbatch_arena_options *options,
 				       svmbatch_arena **arena);
+/*
+ * Block until every chunk is prepared: 0, or the negative errno of the
+ * chunk that failed (svmbatch_last_error names it), on every call.
+ */
+SVMBATCH_API int svmbatch_arena_wait(svmbatch_arena *arena);
+/* 1 when every chunk is prepared, 0 while preparing or after a failure. */
+SVMBATCH_API int svmbatch_arena_ready(const svmbatch_arena *arena);
 /* Unregisters and unmaps: every block becomes invalid. */
 SVMBATCH_API void svmbatch_arena_destroy(svmbatch_arena *arena);
 /*
  * *block: bytes (0 counts as 1) aligned to the arena's alignment.  -ENOMEM
  * when no free block is large enough (the message says whether the arena
  * is full or fragmented; svmbatch_arena_get_info has the numbers).  Safe
- * from several threads at once, as is svmbatch_arena_free.
+ * from several threads at once, as is svmbatch_arena_free.  Waits for the
+ * chunks the block covers; the error of a failed one if it needs it.
  */
 SVMBATCH_API int svmbatch_arena_alloc(svmbatch_arena *arena, size_t bytes, void **block);
 /* -EINVAL if block is not a live block of arena (NULL included). */

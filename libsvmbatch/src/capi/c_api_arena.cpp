@@ -63,7 +63,7 @@ int svmbatch_arena_create(svmbatch_ctx *ctx, size_t bytes,
 		default:
 			return invalid("svmbatch_arena_create: unknown pages");
 		}
-		if (options->flags & ~SVMBATCH_ARENA_BIND_NODE)
+		if (options->flags & ~(SVMBATCH_ARENA_BIND_NODE | SVMBATCH_ARENA_ASYNC))
 			return invalid("svmbatch_arena_create: unknown flags");
 		if ((options->flags & SVMBATCH_ARENA_BIND_NODE) && options->numa_node < 0)
 			return invalid("svmbatch_arena_create: negative numa_node");
@@ -73,12 +73,32 @@ int svmbatch_arena_create(svmbatch_ctx *ctx, size_t bytes,
 		opt.prefault_threads = options->prefault_threads;
 		if (options->alignment != 0)
 			opt.alignment = options->alignment;
+		if (options->flags & SVMBATCH_ARENA_ASYNC) {
+			opt.async = true;
+			opt.chunk_bytes = options->chunk_bytes;
+		}
 	}
 	return guarded(nullptr, [&] {
 		auto a = std::make_unique<svmbatch_arena>(
 			svmbatch_arena{svmbatch::Arena(ctx->ctx, bytes, opt)});
 		*arena = a.release(); /* owned by the caller until svmbatch_arena_destroy */
 	});
+}
+
+int svmbatch_arena_wait(svmbatch_arena *arena)
+{
+	if (!arena)
+		return invalid("svmbatch_arena_wait: NULL argument");
+	return guarded(nullptr, [&] { arena->arena.wait(); });
+}
+
+int svmbatch_arena_ready(const svmbatch_arena *arena)
+{
+	if (!arena)
+		return invalid("svmbatch_arena_ready: NULL argument");
+	int ready = 0;
+	const int rc = guarded(nullptr, [&] { ready = arena->arena.ready() ? 1 : 0; });
+	return rc < 0 ? rc : ready;
 }
 
 void svmbatch_arena_destroy(svmbatch_arena *arena)
@@ -119,8 +139,8 @@ int svmbatch_arena_get_info(const svmbatch_arena *arena, struct svmbatch_arena_i
 		info->alignment = a.alignment();
 		info->pages = from_kind(a.page_kind());
 		info->numa_node = a.numa_node();
-		info->pages_registered = a.registration().pages();
-		info->pinned_pages = a.registration().pinned_pages();
+		info->pages_registered = a.pages_registered();
+		info->pinned_pages = a.pinned_pages();
 	});
 }
 
