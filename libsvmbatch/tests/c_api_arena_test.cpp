@@ -15,7 +15,9 @@
 
 #include <svmbatch/capi.h>
 #include <svmbatch/diagnostics.hpp>
+#include <svmbatch/error.hpp>
 
+#include "arena/arena_prepare.hpp"
 #include "test_util.hpp"
 
 namespace {
@@ -189,6 +191,51 @@ TEST_F(CApiArena, OverTheMemlockLimitIsENOMEMBeforeAnyWork)
 		return svmbatch::process_pinned_bytes() == pin ? 0 : 15;
 	});
 	EXPECT_EQ(status, 0);
+}
+
+TEST_F(CApiArena, AsyncArenaWaitsAndReportsAFailedChunk)
+{
+	svmbatch_arena_options o{};
+	o.pages = SVMBATCH_ARENA_PAGES_SMALL;
+	o.flags = SVMBATCH_ARENA_ASYNC;
+	o.chunk_bytes = 4 * page;
+	svmbatch_arena *a = nullptr;
+	ASSERT_EQ(svmbatch_arena_create(ctx_, 16 * page, &o, &a), 0) << svmbatch_last_error();
+	void *b = nullptr;
+	ASSERT_EQ(svmbatch_arena_alloc(a, 16 * page, &b), 0) << svmbatch_last_error();
+	EXPECT_EQ(svmbatch_arena_ready(a), 1); /* the block covered every chunk */
+	EXPECT_EQ(svmbatch_arena_wait(a), 0);
+	svmbatch_arena_info info{};
+	ASSERT_EQ(svmbatch_arena_get_info(a, &info), 0);
+	EXPECT_EQ(info.pages_registered, 16u);
+	EXPECT_EQ(info.pinned_pages, kernel_ ? 16u : 0u);
+	EXPECT_EQ(svmbatch_arena_free(a, b), 0);
+	svmbatch_arena_destroy(a);
+
+	svmbatch::detail::set_arena_chunk_hook([](std::size_t k) {
+		if (k == 1)
+			throw svmbatch::Error(EFAULT, svmbatch::Step::Register, "injected");
+	});
+	a = nullptr;
+	ASSERT_EQ(svmbatch_arena_create(ctx_, 16 * page, &o, &a), 0) << svmbatch_last_error();
+	svmbatch::detail::set_arena_chunk_hook(nullptr);
+	EXPECT_EQ(svmbatch_arena_wait(a), -EFAULT);
+	EXPECT_NE(std::string(svmbatch_last_error()).find("arena chunk 1 of 4"), std::string::npos)
+		<< svmbatch_last_error();
+	EXPECT_EQ(svmbatch_arena_ready(a), 0);
+	ASSERT_EQ(svmbatch_arena_alloc(a, page, &b), 0) << svmbatch_last_error(); /* chunk 0 */
+	void *c = nullptr;
+	EXPECT_EQ(svmbatch_arena_alloc(a, 4 * page, &c), -EFAULT);
+	EXPECT_EQ(c, nullptr);
+	ASSERT_EQ(svmbatch_arena_get_info(a, &info), 0);
+	EXPECT_EQ(info.pages_registered, 4u);
+	EXPECT_EQ(info.live_blocks, 1u);
+	svmbatch_arena_destroy(a);
+
+	EXPECT_EQ(svmbatch_arena_wait(nullptr), -EINVAL);
+	EXPECT_EQ(svmbatch_arena_ready(nullptr), -EINVAL);
+	o.flags = 1U << 2;
+	EXPECT_EQ(svmbatch_arena_create(ctx_, page, &o, &a), -EINVAL);
 }
 
 } // namespace
