@@ -382,8 +382,10 @@ TEST_F(ArenaTest, HugetlbPastThePoolFailsAndLeavesNothing)
  * for hugetlb) and, in kernel mode, VmPin grow by bytes rounded up to the
  * page kind's page, which for 33 MiB + 1 (5 MiB + 1 of hugetlb, the guests'
  * pool is 32 MiB) is far from the power of two above.  The slack covers the
- * library's own small allocations in RssAnon, never a rounding; hugetlb
- * pages are counted exactly.
+ * library's own small allocations in RssAnon and, below, the pages a
+ * thread has faulted in but not yet added to the process's RssAnon (before
+ * 6.2 each thread counts up to 64 faults before it does), never a
+ * rounding; hugetlb pages are counted exactly.
  */
 void expect_exact_growth(Context &ctx, PageKind kind, std::size_t bytes, const char *resident_field,
 			 std::size_t unit, std::size_t slack)
@@ -398,7 +400,7 @@ void expect_exact_growth(Context &ctx, PageKind kind, std::size_t bytes, const c
 		Arena a(ctx, bytes, o);
 		ASSERT_EQ(a.mapped_bytes(), expected);
 		const std::uint64_t grown = status_bytes(resident_field) - resident;
-		EXPECT_GE(grown, expected) << resident_field;
+		EXPECT_GE(grown + slack, expected) << resident_field;
 		EXPECT_LE(grown, expected + slack) << resident_field;
 		const std::uint64_t pinned = process_pinned_bytes() - pin;
 		EXPECT_EQ(pinned, ctx.mode() == Mode::Kernel ? expected : 0u);
