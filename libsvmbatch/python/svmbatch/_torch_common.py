@@ -78,10 +78,17 @@ def resolve_cuda(cuda):
     return backend, reason
 
 
-def storage_span(t):
-    """(address, bytes) of the whole storage under tensor t."""
-    s = t.untyped_storage() if hasattr(t, "untyped_storage") else t.storage()
-    return s.data_ptr(), s.nbytes()
+if hasattr(_torch.Tensor, "untyped_storage"):
+    def storage_span(t):
+        """(address, bytes) of the whole storage under tensor t."""
+        s = t.untyped_storage()
+        return s.data_ptr(), s.nbytes()
+else:
+    def storage_span(t):
+        """(address, bytes) of the whole storage under tensor t (torch < 2:
+        the untyped storage without storage()'s Python wrapper)."""
+        s = t._storage()
+        return s.data_ptr(), s.nbytes()
 
 
 def renamed(e, index, what):

@@ -12,7 +12,7 @@ from . import _svmbatch
 from . import _torch_common as _common
 from ._errors import Error as _Error
 
-__all__ = ["Pinned", "pin"]
+__all__ = ["Pinned", "pin", "storage_buffers"]
 
 
 class Pinned:
@@ -53,19 +53,27 @@ class Pinned:
         self.close()
 
 
+def storage_buffers(tensors, read_only=False):
+    """The library's walk over the tensors' storages (each storage once):
+    (buffers as (address, length, read_only), owner tensor per buffer,
+    buffer per tensor or None).  One pass in Python, the walk in C++: pin()
+    of thousands of tensors spends little of its time here."""
+    storages = []
+    tensor_type, strided, span = _torch.Tensor, _torch.strided, _common.storage_span
+    for i, t in enumerate(tensors):
+        if not isinstance(t, tensor_type):
+            raise TypeError(f"tensor {i}: a {type(t).__name__}, not a torch.Tensor")
+        if not t.is_cpu or t.layout is not strided:
+            raise ValueError(f"tensor {i}: {t.device.type} {t.layout}: only strided CPU "
+                             "tensors can be pinned")
+        storages.append(span(t))
+    return _svmbatch.storage_buffers(storages, read_only)
+
+
 def _register_tensors(tensors, context, read_only=False):
     """One registration of the tensors' storages (each storage once).
     Returns (registration, storage index per tensor or None, storage spans)."""
-    storages = []
-    for i, t in enumerate(tensors):
-        if not isinstance(t, _torch.Tensor):
-            raise TypeError(f"tensor {i}: a {type(t).__name__}, not a torch.Tensor")
-        if t.device.type != "cpu" or t.layout != _torch.strided:
-            raise ValueError(f"tensor {i}: {t.device.type} {t.layout}: only strided CPU "
-                             "tensors can be pinned")
-        storages.append(_common.storage_span(t))
-    # Each storage once (the library's walk, as <svmbatch/torch.hpp>'s).
-    spans, owner, which = _svmbatch.storage_buffers(storages, read_only)
+    spans, owner, which = storage_buffers(tensors, read_only)
     try:
         registration = (context or _common.default_context()).register(spans)
     except _Error as e:
