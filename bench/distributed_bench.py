@@ -94,8 +94,9 @@ def load_single(files, sliced, rank, world, device):
 def load_instanttensor(files, sliced, rank, world, device):
     import instanttensor
     out = {}
+    # copy=False: views of its buffer, cloned once by part() as the others.
     with instanttensor.safe_open(files, framework="pt", device=device.index,
-                                 process_group=dist.group.WORLD) as f:
+                                 process_group=dist.group.WORLD, copy=False) as f:
         for name, t in f.tensors():
             out[name] = part(name, t, sliced, rank, world)
     return out
@@ -164,6 +165,8 @@ def main():
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--loaders", default="svmbatch,single,instanttensor,fastsafetensors")
+    ap.add_argument("--commit", default="unknown", help="the commit measured")
+    ap.add_argument("--out", default=None, help="also write the JSON here (rank 0)")
     args = ap.parse_args()
 
     rank = int(os.environ["LOCAL_RANK"])
@@ -215,14 +218,23 @@ def main():
                 "target": ">= 1.6x single, >= 1.15x the best peer"}
     if rank == 0:
         gib = sum(os.path.getsize(f) for f in files) / (1 << 30)
-        print(json.dumps({
-            "bench": "distributed_bench", "date": datetime.date.today().isoformat(),
+        import svmbatch
+        import svmbatch.torch as sbt
+        doc = json.dumps({
+            "bench": "distributed_bench", "commit": args.commit,
+            "date": datetime.date.today().isoformat(),
+            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
+            "mode": svmbatch.mode_name(sbt.default_context().mode),
             "world": world, "gpus": [torch.cuda.get_device_name(i) for i in range(world)],
             "topology": topology(), "torch": torch.__version__, "files": len(files),
             "gib": round(gib, 3), "page_cache": "hot", "reps": args.reps,
             "method": "slowest rank, barrier to every tensor on its GPU; checked against the "
                       "single loader's digests", "results": results, "summary": summary},
-                         indent=1))
+                         indent=1)
+        print(doc)
+        if args.out:
+            with open(args.out, "w") as f:
+                f.write(doc + "\n")
     dist.destroy_process_group()
 
 
