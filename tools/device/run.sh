@@ -22,8 +22,12 @@
 # the 4 GiB test and its benchmark), torch (the Python package, its tests,
 # the C++ torch tests, the benchmark), torchbench (the Python package and
 # the benchmark alone), loaders (the Python package, the peer loaders and
-# bench/loaders_bench.py; SVMBATCH_LOADERS_ARGS passes it arguments); the
-# CMake build runs for the groups that need it.
+# bench/loaders_bench.py; SVMBATCH_LOADERS_ARGS passes it arguments), pool
+# (bench/pool_bench.py: pinned pools and pin() against the floor;
+# SVMBATCH_POOL_ARGS), distributed (the 2-GPU machine: the NCCL tests of
+# test_distributed.py, then bench/distributed_bench.py under torchrun on
+# every GPU; SVMBATCH_DISTRIBUTED_ARGS); the CMake build runs for the
+# groups that need it.
 # Each benchmark writes its JSON itself, with the commit measured
 # (build/device-deps/COMMIT, from prepare-deps.sh), the machine, the mode
 # and its method inside.  The builds under /tmp/svmbatch-device are kept,
@@ -198,7 +202,7 @@ python_install() {
 print(svmbatch.__file__, svmbatch.__version__)
 sys.exit(not svmbatch.__file__.startswith(sys.prefix))')
 }
-if want torch || want torchbench || want loaders; then
+if want torch || want torchbench || want loaders || want pool || want distributed; then
 	pypath=
 	"$python" -c 'import pytest' 2>/dev/null || pypath=$deps/pytest
 	step python-install python_install >"$OUT/python-install.log" 2>&1
@@ -238,6 +242,36 @@ if want loaders; then
 		--commit "$commit" --out "$OUT/loaders-bench.json" "${loaders_args[@]}" \
 		>/dev/null 2>"$OUT/loaders-bench.log"
 	cat "$OUT/loaders-bench.log"
+fi
+# Pinned pools, each way in a fresh process, on the first GPU.
+if want pool; then
+	read -ra pool_args <<<"${SVMBATCH_POOL_ARGS:-}"
+	step pool-bench env PYTHONPATH="$pypath" CUDA_VISIBLE_DEVICES=0 "$python" bench/pool_bench.py \
+		--commit "$commit" --out "$OUT/pool-bench.json" "${pool_args[@]}" \
+		>/dev/null 2>"$OUT/pool-bench.log"
+	cat "$OUT/pool-bench.log"
+fi
+# One rank per GPU: the NCCL tests, then the distributed load against
+# each rank loading alone and the peers' distributed modes.
+if want distributed; then
+	if ! want loaders; then
+		step peers-install "$python" -m pip install --disable-pip-version-check --no-index \
+			--find-links "$deps/peers" instanttensor fastsafetensors \
+			>"$OUT/peers-install.log" 2>&1
+		tail -3 "$OUT/peers-install.log"
+	fi
+	nvidia-smi topo -m >"$OUT/topology.txt" 2>&1
+	cat "$OUT/topology.txt"
+	step distributed-tests pytest_cuda_ran "$OUT/distributed-tests.log" env PYTHONPATH="$pypath" \
+		"$python" -m pytest -p no:cacheprovider -rs -k nccl \
+		libsvmbatch/python/tests/test_distributed.py
+	tail -15 "$OUT/distributed-tests.log"
+	read -ra dist_args <<<"${SVMBATCH_DISTRIBUTED_ARGS:-}"
+	step distributed-bench env PYTHONPATH="$pypath" "$python" -m torch.distributed.run \
+		--nproc-per-node "$(nvidia-smi -L | wc -l)" bench/distributed_bench.py \
+		--commit "$commit" --out "$OUT/distributed-bench.json" "${dist_args[@]}" \
+		>"$OUT/distributed-bench.log" 2>&1
+	tail -40 "$OUT/distributed-bench.log"
 fi
 echo "device run: $passed passed, $failed failed"
 [[ $failed == 0 ]]
