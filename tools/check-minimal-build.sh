@@ -1,7 +1,7 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# libsvmbatch with every optional backend off (SVMBATCH_WITH_CUDA, _HIP, _HSA,
+# libsvmbatch with every optional backend off (SVMBATCH_WITH_CUDA, _HIP, _HSA, _ZE,
 # _AMDGPU, _DRM, _RDMA), as a user without CUDA, ROCm, libdrm or rdma-core
 # builds it:
 # configure and build the library, its tests and the command; run the
@@ -29,7 +29,8 @@ configure() {
 	cmake -S libsvmbatch -B "$build" -DCMAKE_BUILD_TYPE=Release \
 		-DCMAKE_INSTALL_PREFIX=$prefix -DCMAKE_INSTALL_LIBDIR=lib \
 		-DSVMBATCH_WITH_CUDA=OFF -DSVMBATCH_WITH_HIP=OFF -DSVMBATCH_WITH_HSA=OFF \
-		-DSVMBATCH_WITH_AMDGPU=OFF -DSVMBATCH_WITH_DRM=OFF -DSVMBATCH_WITH_RDMA=OFF \
+		-DSVMBATCH_WITH_AMDGPU=OFF -DSVMBATCH_WITH_DRM=OFF -DSVMBATCH_WITH_ZE=OFF \
+		-DSVMBATCH_WITH_RDMA=OFF \
 		-DSVMBATCH_PYTHON=OFF -DSVMBATCH_EXAMPLES=OFF &&
 		grep -x '#define SVMBATCH_BACKENDS ""' "$build/include/svmbatch/config.h" &&
 		grep -x '#define SVMBATCH_HAS_RDMA 0' "$build/include/svmbatch/config.h"

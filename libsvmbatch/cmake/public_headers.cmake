@@ -11,7 +11,7 @@
 
 # Headers of the backends this build lacks (install.cmake leaves them out).
 set(SVMBATCH_ABSENT_HEADERS)
-foreach(b CUDA HIP HSA AMDGPU DRM)
+foreach(b CUDA HIP HSA AMDGPU DRM ZE)
   string(TOLOWER ${b} _name)
   if(NOT SVMBATCH_WITH_${b})
     list(APPEND SVMBATCH_ABSENT_HEADERS svmbatch/gpu/${_name}_backend.hpp)

@@ -141,7 +141,7 @@ TEST(Build, BuiltBackendsAreTheConfiguredOnes)
 	EXPECT_EQ(listed, SVMBATCH_BACKENDS);
 	EXPECT_EQ(built_backends().size(),
 		  std::size_t{SVMBATCH_HAS_CUDA + SVMBATCH_HAS_HIP + SVMBATCH_HAS_HSA +
-			      SVMBATCH_HAS_AMDGPU + SVMBATCH_HAS_DRM});
+			      SVMBATCH_HAS_AMDGPU + SVMBATCH_HAS_DRM + SVMBATCH_HAS_ZE});
 }
 
 } // namespace

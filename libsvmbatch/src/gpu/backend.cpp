@@ -23,6 +23,8 @@ std::vector<std::string> built_backends()
 		names.emplace_back("amdgpu");
 	if (SVMBATCH_HAS_DRM)
 		names.emplace_back("drm");
+	if (SVMBATCH_HAS_ZE)
+		names.emplace_back("ze");
 	return names;
 }
 

@@ -18,7 +18,7 @@ class Registration;
 
 /// What GpuMapping::address() means for a backend.
 enum class GpuAddressKind {
-	DevicePointer, ///< a pointer kernels on the device dereference (CUDA, HIP, HSA, amdgpu VA)
+	DevicePointer, ///< a pointer kernels on the device dereference (CUDA, HIP, HSA, amdgpu VA, ZE)
 	ObjectOffset, ///< a byte offset in the imported object (DRM PRIME: GEM handle + offset)
 };
 
@@ -50,7 +50,7 @@ public:
 	GpuMapping &operator=(const GpuMapping &) = delete;
 	~GpuMapping();
 
-	/// "cuda", "hip", "hsa", "amdgpu", "drm".
+	/// "cuda", "hip", "hsa", "amdgpu", "drm", "ze".
 	const std::string &backend() const noexcept { return backend_; }
 	GpuAddressKind kind() const noexcept { return kind_; }
 	/// Number of caller buffers.
@@ -81,13 +81,13 @@ private:
 };
 
 /// The GPU backends this build of the library has, in the order "cuda",
-/// "hip", "hsa", "amdgpu", "drm" (SVMBATCH_WITH_<NAME> when it was built;
+/// "hip", "hsa", "amdgpu", "drm", "ze" (SVMBATCH_WITH_<NAME> when it was built;
 /// svmbatch/config.h says the same to the preprocessor).  Whether a driver
 /// and a device are there is the backend constructor's to find out.
 SVMBATCH_API std::vector<std::string> built_backends();
 
 /// A way to make registered buffers GPU-accessible.  Implementations:
-/// DrmBackend, CudaBackend, HipBackend, HsaBackend, AmdgpuBackend.  A backend that
+/// DrmBackend, CudaBackend, HipBackend, HsaBackend, AmdgpuBackend, ZeBackend.  A backend that
 /// finds no driver or no device throws Error(ENODEV) from its constructor.
 class SVMBATCH_API GpuBackend {
 public:
