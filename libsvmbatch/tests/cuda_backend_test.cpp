@@ -35,6 +35,10 @@ struct CudaFake {
 					    "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED (712)"};
 	/// PORTABLE | DEVICEMAP | READ_ONLY: the fake device supports it.
 	static constexpr unsigned read_only_register_flags = 0x01u | 0x02u | 0x08u;
+	/// Portable, mapped to the device.
+	static constexpr unsigned register_flags = 0x1u | 0x2u;
+	static constexpr int no_device_status = 100, out_of_memory_status = 2,
+			     already_registered_status = 712;
 
 	static void reset(int devices) { fake_cuda_reset(devices); }
 	static CudaOptions options(int device = 0) { return {fake_cuda_library, device}; }

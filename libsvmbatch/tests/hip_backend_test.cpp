@@ -45,6 +45,10 @@ template <int version> struct HipFake {
 	/// Portable | Mapped: 0x08 is hipExtHostRegisterCoarseGrained on AMD,
 	/// never passed.
 	static constexpr unsigned read_only_register_flags = 0x1u | 0x2u;
+	/// Portable, mapped to the device.
+	static constexpr unsigned register_flags = 0x1u | 0x2u;
+	static constexpr int no_device_status = 100, out_of_memory_status = 2,
+			     already_registered_status = 712;
 
 	static void reset(int devices) { fake_hip_reset(devices, version); }
 	static HipOptions options(int device = 0) { return {fake_hip_library, device}; }

@@ -25,13 +25,7 @@
 namespace svmbatch {
 namespace {
 
-std::size_t open_fds()
-{
-	std::size_t n = 0;
-	for ([[maybe_unused]] const auto &e : std::filesystem::directory_iterator("/proc/self/fd"))
-		n++;
-	return n;
-}
+using test::open_fds;
 
 /// The backend on the real runtime, or the Error it threw.
 struct Attempt {

@@ -10,7 +10,6 @@
 
 #include <cerrno>
 #include <cstdint>
-#include <filesystem>
 
 #include <svmbatch/all.hpp>
 
@@ -55,14 +54,7 @@ TEST(StaleNotify, UserspaceModeIsEOPNOTSUPP)
 	EXPECT_EQ(process_pinned_bytes(), pinned);
 }
 
-/// The number of this process's open file descriptors.
-std::size_t open_fds()
-{
-	std::size_t n = 0;
-	for ([[maybe_unused]] const auto &e : std::filesystem::directory_iterator("/proc/self/fd"))
-		n++;
-	return n;
-}
+using test::open_fds;
 
 TEST(StaleNotify, AFailedRegistrationLeavesNoEventfdBehind)
 {

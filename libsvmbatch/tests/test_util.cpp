@@ -10,6 +10,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <stdexcept>
@@ -199,6 +200,14 @@ std::string find_library(const std::string &soname, std::string *probed)
 		*probed += (probed->empty() ? "" : ", ") + d;
 	}
 	return "";
+}
+
+std::size_t open_fds()
+{
+	std::size_t n = 0;
+	for ([[maybe_unused]] const auto &e : std::filesystem::directory_iterator("/proc/self/fd"))
+		n++;
+	return n;
 }
 
 bool drop_cap_ipc_lock()

@@ -12,10 +12,11 @@
 
 namespace svmbatch::test {
 
-/// The fake CUDA driver, HIP and HSA runtimes and libibverbs (fake_cuda/,
-/// fake_hip/, fake_hsa/, fake_ibverbs/) by soname, the way the backends'
-/// options name the real libcuda.so.1, libamdhip64.so.5,
-/// libhsa-runtime64.so.1 and libibverbs.so.1.  The test
+/// The fake CUDA driver, HIP and HSA runtimes, libibverbs and Level Zero
+/// loader (fake_cuda/, fake_hip/, fake_hsa/, fake_ibverbs/, fake_ze/) by
+/// soname, the way the backends' options name the real libcuda.so.1,
+/// libamdhip64.so.5, libhsa-runtime64.so.1, libibverbs.so.1 and
+/// libze_loader.so.1.  The test
 /// binary links the fakes, so dlopen of
 /// the soname returns the copy the loader mapped at start (the one whose
 /// control functions the tests call), wherever it found it: through the
@@ -26,6 +27,7 @@ inline constexpr const char *fake_cuda_library = "libsvmbatch_fake_cuda.so";
 inline constexpr const char *fake_hip_library = "libsvmbatch_fake_hip.so";
 inline constexpr const char *fake_hsa_library = "libsvmbatch_fake_hsa.so";
 inline constexpr const char *fake_ibverbs_library = "libsvmbatch_fake_ibverbs.so";
+inline constexpr const char *fake_ze_library = "libsvmbatch_fake_ze.so";
 
 /// The mode the suite runs in: SVMBATCH_TEST_MODE=kernel|userspace (the
 /// guest runner sets kernel), userspace by default.
@@ -96,6 +98,9 @@ std::uint64_t pinned_bytes_at_most(std::uint64_t want, int timeout_ms = 10000);
 /// timeout_ms): lets an earlier test's io_uring teardown finish before
 /// exact comparisons.
 std::uint64_t quiet_pinned_bytes(int quiet_ms = 200, int timeout_ms = 5000);
+
+/// The number of this process's open file descriptors.
+std::size_t open_fds();
 
 /// One io_uring, exited on destruction.
 class Ring {
