@@ -223,6 +223,15 @@ std::vector<BackendProbe> probe_backends(bool kernel_mode)
 			};
 		}
 #endif
+#if SVMBATCH_HAS_ZE
+		if (name == "ze")
+			open = [] {
+				ZeBackend b;
+				return b.device_name() + " (driver " + std::to_string(b.driver()) +
+				       ", device " + std::to_string(b.device()) + ", " +
+				       b.library() + ")";
+			};
+#endif
 		if (open)
 			probes.push_back(probe(name, kernel_mode, needs_module, open));
 		else
