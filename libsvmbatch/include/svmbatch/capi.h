@@ -121,7 +121,7 @@ struct svmbatch_rdma_info {
 /* An IoLoop's options (svmbatch::IoLoopOptions); 0 takes the default. */
 struct svmbatch_io_loop_options {
 	uint32_t slots; /* power of two >= 32; 1024 */
-	uint32_t io_threads; /* the Reader's rings; the CPUs, at most 16 */
+	uint32_t io_threads; /* the I/O threads; the CPUs less one, at most 16 */
 	uint32_t max_batch; /* 256 */
 	uint32_t max_in_flight; /* 8192 */
 	uint32_t spin_us; /* 200 */
@@ -179,11 +179,12 @@ SVMBATCH_API void svmbatch_rdma_destroy(svmbatch_rdma *rdma);
 
 /*
  * GPU-driven I/O (Documentation/gpu_io.rst): a pump thread that services
- * the request ring with READ_FIXED into reg's buffers.  options may be
- * NULL.  ctx and reg must outlive the loop.  The ring is host memory
- * (svmbatch_io_loop_get_ring); a program maps it for its GPU itself
- * (cudaHostRegister, hipHostRegister) and asks svmbatch_io_loop_get_queue
- * for the queue at the device address it got (0: host pointers).
+ * the request ring with READ_FIXED into, and WRITE_FIXED from, reg's
+ * buffers.  options may be NULL.  ctx and reg must outlive the loop.  The
+ * ring is host memory (svmbatch_io_loop_get_ring); a program maps it for
+ * its GPU itself (cudaHostRegister, hipHostRegister) and asks
+ * svmbatch_io_loop_get_queue for the queue at the device address it got
+ * (0: host pointers).
  */
 SVMBATCH_API int svmbatch_io_loop_create(svmbatch_ctx *ctx, const svmbatch_reg *reg,
 					 const struct svmbatch_io_loop_options *options,
@@ -200,13 +201,18 @@ SVMBATCH_API int svmbatch_io_loop_get_stats(const svmbatch_io_loop *loop,
 					    struct svmbatch_io_loop_stats *stats);
 SVMBATCH_API void svmbatch_io_loop_destroy(svmbatch_io_loop *loop);
 /*
- * CPU producers of a queue (host pointers): svmbatch_io_read returns the
- * ticket, or -ESHUTDOWN once the loop is closed; svmbatch_io_wait blocks
- * for the ticket's completion (wait for tickets in the order taken).
+ * CPU producers of a queue (host pointers): svmbatch_io_read (file ->
+ * buffer) and svmbatch_io_write (buffer -> file; the bytes in place
+ * before the call, until the wait returned) return the ticket, or
+ * -ESHUTDOWN once the loop is closed; svmbatch_io_wait blocks for the
+ * ticket's completion (wait for tickets in the order taken).
  */
 SVMBATCH_API int64_t svmbatch_io_read(const struct svmbatch_io_queue *queue, uint32_t file,
 				      uint64_t file_offset, uint64_t length, uint32_t buffer,
 				      uint64_t buffer_offset, uint64_t tag);
+SVMBATCH_API int64_t svmbatch_io_write(const struct svmbatch_io_queue *queue, uint32_t file,
+				       uint64_t file_offset, uint64_t length, uint32_t buffer,
+				       uint64_t buffer_offset, uint64_t tag);
 SVMBATCH_API int svmbatch_io_wait(const struct svmbatch_io_queue *queue, int64_t ticket,
 				  struct svmbatch_io_done *done);
 

@@ -17,6 +17,7 @@ namespace svmbatch {
 namespace detail {
 struct RegistrationState;
 class IoEngine;
+class IoWorkers;
 } // namespace detail
 
 /// io_uring limits every fixed buffer to 1 GiB and a table to 16384 slots.
@@ -75,6 +76,7 @@ private:
 							::io_uring &ring,
 							const FixedOptions &options);
 	friend class detail::IoEngine;
+	friend class detail::IoWorkers;
 	FixedBuffers() = default;
 	/// The same slots in ring, which has no buffer table yet (a Reader's
 	/// or Writer's private ring): the table cloned from this object's ring

@@ -113,6 +113,20 @@ int64_t svmbatch_io_read(const struct svmbatch_io_queue *queue, uint32_t file, u
 	return t;
 }
 
+int64_t svmbatch_io_write(const struct svmbatch_io_queue *queue, uint32_t file,
+			  uint64_t file_offset, uint64_t length, uint32_t buffer,
+			  uint64_t buffer_offset, uint64_t tag)
+{
+	if (!queue || !queue->header)
+		return invalid("svmbatch_io_write: NULL argument");
+	last_error().clear();
+	const std::int64_t t = svmbatch::IoLoopClient(*queue).write(file, file_offset, length,
+								    buffer, buffer_offset, tag);
+	if (t < 0)
+		return svmbatch::capi::fail(ESHUTDOWN, "svmbatch_io_write: the loop is closed");
+	return t;
+}
+
 int svmbatch_io_wait(const struct svmbatch_io_queue *queue, int64_t ticket,
 		     struct svmbatch_io_done *done)
 {

@@ -38,6 +38,20 @@ std::int64_t IoLoopClient::read(std::uint32_t file, std::uint64_t file_offset, s
 				std::uint32_t buffer, std::uint64_t buffer_offset,
 				std::uint64_t tag) const noexcept
 {
+	return publish(SVMBATCH_IO_READ, file, file_offset, length, buffer, buffer_offset, tag);
+}
+
+std::int64_t IoLoopClient::write(std::uint32_t file, std::uint64_t file_offset,
+				 std::uint64_t length, std::uint32_t buffer,
+				 std::uint64_t buffer_offset, std::uint64_t tag) const noexcept
+{
+	return publish(SVMBATCH_IO_WRITE, file, file_offset, length, buffer, buffer_offset, tag);
+}
+
+std::int64_t IoLoopClient::publish(std::uint32_t op, std::uint32_t file, std::uint64_t file_offset,
+				   std::uint64_t length, std::uint32_t buffer,
+				   std::uint64_t buffer_offset, std::uint64_t tag) const noexcept
+{
 	if (closed(q_))
 		return -1;
 	const std::uint64_t t =
@@ -50,7 +64,7 @@ std::int64_t IoLoopClient::read(std::uint32_t file, std::uint64_t file_offset, s
 			return -1; // nobody will free the slot
 		back_off(spins);
 	}
-	svmbatch_io_fill_read(slot, file, file_offset, length, buffer, buffer_offset, tag);
+	svmbatch_io_fill(slot, op, file, file_offset, length, buffer, buffer_offset, tag);
 	seq.store(svmbatch_io_seq_published(t), std::memory_order_release);
 	return static_cast<std::int64_t>(t);
 }

@@ -1,16 +1,14 @@
 // SPDX-License-Identifier: MIT
-// IoLoop: the pump thread between the request ring (gpu_io/ring.h) and a
-// Reader.
+// IoLoop: the pump thread between the request ring (gpu_io/ring.h) and the
+// I/O threads (gpu_io/workers.hpp).
 #include <svmbatch/context.hpp>
 #include <svmbatch/error.hpp>
 #include <svmbatch/fixed_buffers.hpp>
 #include <svmbatch/gpu/backend.hpp>
 #include <svmbatch/gpu_io/loop.hpp>
-#include <svmbatch/reader.hpp>
 #include <svmbatch/registration.hpp>
 
-#include <liburing.h>
-#include <sys/mman.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -25,6 +23,8 @@
 #include <vector>
 
 #include "gpu_io/ring_memory.hpp"
+#include "gpu_io/workers.hpp"
+#include "uring/io_plan.hpp"
 
 namespace svmbatch {
 
@@ -34,12 +34,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-/// A request the pump took out of its slot.
-struct Taken {
-	std::uint64_t ticket;
-	svmbatch_io_request rq;
-};
-
 /// A completion waiting for its slot.
 struct Pending {
 	std::uint64_t ticket;
@@ -48,10 +42,11 @@ struct Pending {
 	std::uint64_t tag;
 };
 
-/// A Reader batch and the tickets of its requests, in request order.
-struct InFlight {
-	IoBatch batch;
-	std::vector<Taken> taken;
+/// What the pump knows of a file, from add_file().
+struct FileInfo {
+	int fd = -1;
+	bool open = false; ///< fcntl(F_GETFL) knew it
+	bool readable = false, writable = false, append = false, direct = false, storage = false;
 };
 
 void check_options(const IoLoopOptions &o)
@@ -63,6 +58,9 @@ void check_options(const IoLoopOptions &o)
 	if (!o.max_batch || !o.max_in_flight)
 		throw Error(EINVAL, Step::Validate,
 			    "IoLoop max_batch and max_in_flight must be > 0");
+	if (!o.io.max_io_bytes || !o.io.direct_alignment)
+		throw Error(EINVAL, Step::Validate,
+			    "IoLoop io.max_io_bytes and io.direct_alignment must be > 0");
 }
 
 void cpu_relax() noexcept
@@ -74,9 +72,16 @@ void cpu_relax() noexcept
 #endif
 }
 
+std::uint64_t now_ns() noexcept
+{
+	return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+						  Clock::now().time_since_epoch())
+						  .count());
+}
+
 } // namespace
 
-class IoLoopPump {
+class IoLoopPump final : public IoCompletionSink {
 public:
 	IoLoopPump(Context &context, const Registration &registration, const IoLoopOptions &o);
 	IoLoopPump(const IoLoopPump &) = delete;
@@ -92,34 +97,45 @@ public:
 	bool stopped() const noexcept { return exited_.load(std::memory_order_acquire); }
 	IoLoopStats stats() const noexcept;
 
+	// IoCompletionSink: the I/O threads.
+	void complete(std::uint64_t ticket, int status, std::uint64_t bytes,
+		      std::uint64_t tag) noexcept override;
+	void submitted(std::uint64_t ticket) noexcept override;
+	void transferred(std::uint64_t ticket) noexcept override;
+
 private:
 	void run() noexcept;
-	bool drain(bool stopping);
-	void start(std::vector<Taken> taken);
-	bool reap();
+	bool sweep(bool stopping);
+	bool post_backlog();
 	bool deliver_deferred();
 	/// Validate against the registration and the files: 0 or -errno.
-	int refuse(const svmbatch_io_request &rq, int &fd) const;
-	void complete(std::uint64_t ticket, int status, std::uint64_t bytes, std::uint64_t tag);
+	int refuse(const svmbatch_io_request &rq, FileInfo &file) const;
+	void start(std::uint64_t ticket, const svmbatch_io_request &rq, const FileInfo &file);
+	/// Write the completion, or defer it while its slot is taken.
+	void deliver(const Pending &p) noexcept;
 	bool try_deliver(const Pending &p) noexcept;
+	IoLoopTimes *times(std::uint64_t ticket) const noexcept
+	{
+		return ticket < options_.trace.size() ? &options_.trace[ticket] : nullptr;
+	}
 
 	IoLoopOptions options_;
 	RingMemory mem_;
 	std::vector<Buffer> buffers_;
 	std::optional<Registration> ring_reg_;
 	GpuMapping gpu_;
-	UringQueue uring_;
-	std::optional<FixedBuffers> fixed_;
-	std::optional<Reader> reader_;
 
 	mutable std::mutex files_mu_;
-	std::vector<int> files_;
+	std::vector<FileInfo> files_;
+
+	std::mutex deferred_mu_;
+	std::deque<Pending> deferred_; ///< completions waiting for their slot
+	std::atomic<std::size_t> ndeferred_{0};
+	std::atomic<std::size_t> moving_{0}; ///< requests handed to the I/O threads, not ended
 
 	// The pump thread's own.
 	std::uint64_t head_ = 0;
-	std::size_t reading_ = 0;
-	std::deque<InFlight> in_flight_;
-	std::deque<Pending> deferred_;
+	std::deque<IoPiece> backlog_; ///< pieces no I/O thread had room for
 
 	std::mutex stop_mu_; ///< one stop() joins the thread
 	std::atomic<bool> stop_{false};
@@ -129,38 +145,49 @@ private:
 		std::atomic<std::uint64_t> requests{0}, completed{0}, failed{0}, bytes{0},
 			batches{0}, deferred{0}, parks{0}, undelivered{0};
 	} counters_;
+	/// Last: its threads end (and call complete()) before the rest goes.
+	std::optional<IoWorkers> workers_;
 	std::thread thread_;
 };
 
 IoLoopPump::IoLoopPump(Context &context, const Registration &registration, const IoLoopOptions &o)
 	: options_((check_options(o), o)), mem_(o.slots),
-	  buffers_(registration.buffers().begin(), registration.buffers().end()),
-	  uring_(std::max(64u, 2 * o.io.queue_depth))
+	  buffers_(registration.buffers().begin(), registration.buffers().end())
 {
 	options_.gpu = nullptr;
 	Buffer ring{mem_.base(), mem_.bytes(), Access::ReadWrite};
 	ring_reg_.emplace(context.register_buffers({&ring, 1}));
 	if (o.gpu)
 		gpu_ = o.gpu->map(*ring_reg_);
-	fixed_.emplace(register_fixed(registration, uring_.get()));
-	reader_.emplace(uring_.get(), *fixed_, options_.io);
+	workers_.emplace(registration, options_.io, options_.spin, *this);
 	thread_ = std::thread([this] { run(); });
 }
 
 IoLoopPump::~IoLoopPump()
 {
 	stop(std::chrono::milliseconds(drain_ms_.load()));
-	reader_.reset();
-	fixed_.reset();
+	workers_.reset();
 }
 
 std::uint32_t IoLoopPump::add_file(int fd)
 {
+	FileInfo f;
+	f.fd = fd;
+	const int flags = ::fcntl(fd, F_GETFL);
+	if (flags >= 0) {
+		f.open = true;
+		const int mode = flags & O_ACCMODE;
+		f.readable = mode == O_RDONLY || mode == O_RDWR;
+		f.writable = mode == O_WRONLY || mode == O_RDWR;
+		f.append = (flags & O_APPEND) != 0;
+		f.direct = (flags & O_DIRECT) != 0;
+		f.storage = is_storage(fd);
+	}
 	std::lock_guard lock(files_mu_);
 
 	if (files_.size() >= UINT32_MAX)
 		throw Error(EMFILE, Step::Validate, "IoLoop: too many files");
-	files_.push_back(fd);
+	files_.push_back(f);
 	return static_cast<std::uint32_t>(files_.size() - 1);
 }
 
@@ -184,24 +211,109 @@ IoLoopStats IoLoopPump::stats() const noexcept
 		c.batches.load(),  c.deferred.load(),  c.parks.load(),	c.undelivered.load()};
 }
 
-int IoLoopPump::refuse(const svmbatch_io_request &rq, int &fd) const
+int IoLoopPump::refuse(const svmbatch_io_request &rq, FileInfo &file) const
 {
 	{
 		std::lock_guard lock(files_mu_);
-		if (rq.file >= files_.size() || files_[rq.file] < 0)
+		if (rq.file >= files_.size() || files_[rq.file].fd < 0)
 			return -EBADF;
-		fd = files_[rq.file];
+		file = files_[rq.file];
 	}
-	if (rq.flags != SVMBATCH_IO_READ)
+	if (rq.flags != SVMBATCH_IO_READ && rq.flags != SVMBATCH_IO_WRITE)
 		return -EINVAL;
+	const bool write = rq.flags == SVMBATCH_IO_WRITE;
 	if (rq.buffer >= buffers_.size())
 		return -EINVAL;
 	const Buffer &b = buffers_[rq.buffer];
 	if (rq.buffer_offset > b.len || rq.length > b.len - rq.buffer_offset)
 		return -EINVAL;
-	if (b.access == Access::ReadOnly)
+	if (!write && b.access == Access::ReadOnly)
+		return -EACCES;
+	/* A descriptor closed later fails its transfers with -EBADF. */
+	if (!file.open)
+		return -EBADF;
+	if (write ? !file.writable || file.append : !file.readable)
 		return -EACCES;
 	return 0;
+}
+
+/// Cut the request into pieces (one per fixed-buffer slice it touches, at
+/// most io.max_io_bytes each) and hand them to the I/O threads.
+void IoLoopPump::start(std::uint64_t ticket, const svmbatch_io_request &rq, const FileInfo &file)
+{
+	const FixedBuffers &fixed = workers_->fixed();
+	const std::size_t align = options_.io.direct_alignment;
+	const std::size_t max_io =
+		std::min<std::size_t>(options_.io.max_io_bytes, io_uring_max_buffer_bytes);
+	std::vector<IoPiece> pieces;
+	std::uint64_t skip = rq.buffer_offset, left = rq.length, off = rq.file_offset;
+
+	for (const FixedSlice &s : fixed.slices(rq.buffer)) {
+		if (!left)
+			break;
+		if (skip >= s.len) {
+			skip -= s.len;
+			continue;
+		}
+		char *addr = static_cast<char *>(s.addr) + skip;
+		const std::uint64_t in_slice = std::min<std::uint64_t>(left, s.len - skip);
+		skip = 0;
+		for (std::uint64_t done = 0; done < in_slice;) {
+			const std::uint64_t n = std::min<std::uint64_t>(in_slice - done, max_io);
+			if (file.direct &&
+			    ((reinterpret_cast<std::uintptr_t>(addr + done) | off | n) % align)) {
+				deliver({ticket, -EINVAL, 0, rq.tag});
+				return;
+			}
+			IoPiece p{};
+			p.ticket = ticket;
+			p.tag = rq.tag;
+			p.addr = addr + done;
+			p.file_offset = off;
+			p.len = static_cast<std::uint32_t>(n);
+			p.index = static_cast<std::uint32_t>(pieces.size());
+			p.fd = file.fd;
+			p.slot = s.index;
+			p.write = rq.flags == SVMBATCH_IO_WRITE;
+			p.offload = file.storage;
+			pieces.push_back(std::move(p));
+			done += n;
+			off += n;
+		}
+		left -= in_slice;
+	}
+	if (pieces.size() > 1) {
+		auto task = std::make_shared<IoTask>(static_cast<unsigned>(pieces.size()));
+		for (IoPiece &p : pieces)
+			p.task = task;
+	}
+	moving_.fetch_add(1, std::memory_order_relaxed);
+	for (IoPiece &p : pieces)
+		if (!backlog_.empty() || !workers_->post(p))
+			backlog_.push_back(std::move(p));
+}
+
+bool IoLoopPump::post_backlog()
+{
+	bool any = false;
+
+	while (!backlog_.empty() && workers_->post(backlog_.front())) {
+		backlog_.pop_front();
+		any = true;
+	}
+	return any;
+}
+
+void IoLoopPump::submitted(std::uint64_t ticket) noexcept
+{
+	if (IoLoopTimes *t = times(ticket))
+		t->submitted_ns = now_ns();
+}
+
+void IoLoopPump::transferred(std::uint64_t ticket) noexcept
+{
+	if (IoLoopTimes *t = times(ticket))
+		t->done_ns = now_ns();
 }
 
 bool IoLoopPump::try_deliver(const Pending &p) noexcept
@@ -215,6 +327,8 @@ bool IoLoopPump::try_deliver(const Pending &p) noexcept
 	c.bytes = p.bytes;
 	c.tag = p.tag;
 	seq.store(svmbatch_io_seq_published(p.ticket), std::memory_order_release);
+	if (IoLoopTimes *t = times(p.ticket))
+		t->completed_ns = now_ns();
 	counters_.completed.fetch_add(1, std::memory_order_relaxed);
 	if (p.status)
 		counters_.failed.fetch_add(1, std::memory_order_relaxed);
@@ -222,108 +336,72 @@ bool IoLoopPump::try_deliver(const Pending &p) noexcept
 	return true;
 }
 
-void IoLoopPump::complete(std::uint64_t ticket, int status, std::uint64_t bytes, std::uint64_t tag)
+void IoLoopPump::deliver(const Pending &p) noexcept
 {
-	Pending p{ticket, status, bytes, tag};
-
-	if (!try_deliver(p)) {
+	if (try_deliver(p))
+		return;
+	try {
+		std::lock_guard lock(deferred_mu_);
 		deferred_.push_back(p);
+		ndeferred_.fetch_add(1, std::memory_order_release);
 		counters_.deferred.fetch_add(1, std::memory_order_relaxed);
+	} catch (const std::exception &) {
+		/* No memory for the deque: wait for the slot instead. */
+		while (!try_deliver(p) && !exited_.load(std::memory_order_acquire))
+			std::this_thread::yield();
 	}
+}
+
+void IoLoopPump::complete(std::uint64_t ticket, int status, std::uint64_t bytes,
+			  std::uint64_t tag) noexcept
+{
+	deliver({ticket, status, bytes, tag});
+	moving_.fetch_sub(1, std::memory_order_release);
 }
 
 bool IoLoopPump::deliver_deferred()
 {
-	std::size_t before = deferred_.size();
-
+	if (!ndeferred_.load(std::memory_order_acquire))
+		return false;
+	std::lock_guard lock(deferred_mu_);
+	const std::size_t before = deferred_.size();
 	std::erase_if(deferred_, [this](const Pending &p) { return try_deliver(p); });
+	ndeferred_.store(deferred_.size(), std::memory_order_release);
 	return deferred_.size() != before;
 }
 
-/// Take published requests in ticket order, up to a batch; refuse the bad
-/// ones (and, stopping, every one) at once; start the others.
-bool IoLoopPump::drain(bool stopping)
+/// Take published requests in ticket order, up to max_batch; refuse the
+/// bad ones (and, stopping, every one) at once; hand each other one to
+/// the I/O threads as soon as it is taken.
+bool IoLoopPump::sweep(bool stopping)
 {
-	std::vector<Taken> take;
 	svmbatch_io_request *slots = mem_.requests();
+	std::size_t taken = 0;
 
-	while (take.size() < options_.max_batch &&
-	       (stopping || reading_ + take.size() < options_.max_in_flight)) {
+	while (taken < options_.max_batch && (stopping || backlog_.empty()) &&
+	       (stopping || moving_.load(std::memory_order_relaxed) < options_.max_in_flight)) {
 		svmbatch_io_request &slot = slots[head_ & mem_.mask()];
 		std::atomic_ref seq(slot.seq);
 		if (seq.load(std::memory_order_acquire) != svmbatch_io_seq_published(head_))
 			break;
-		take.push_back({head_, slot});
-		seq.store(svmbatch_io_seq_next_lap(mem_.mask(), head_), std::memory_order_release);
-		head_++;
-	}
-	if (take.empty())
-		return false;
-	counters_.requests.fetch_add(take.size(), std::memory_order_relaxed);
-	std::vector<Taken> valid;
-	for (const Taken &t : take) {
-		int fd = -1;
-		int err = stopping ? -ECANCELED : refuse(t.rq, fd);
-		if (err || !t.rq.length)
-			complete(t.ticket, err, 0, t.rq.tag);
+		const svmbatch_io_request rq = slot;
+		const std::uint64_t ticket = head_++;
+		seq.store(svmbatch_io_seq_next_lap(mem_.mask(), ticket), std::memory_order_release);
+		if (IoLoopTimes *t = times(ticket))
+			t->seen_ns = now_ns();
+		taken++;
+		FileInfo file;
+		const int err = stopping ? -ECANCELED : refuse(rq, file);
+		if (err || !rq.length)
+			deliver({ticket, err, 0, rq.tag});
 		else
-			valid.push_back(t);
+			start(ticket, rq, file);
 	}
-	if (!valid.empty())
-		start(std::move(valid));
+	if (!taken)
+		return false;
+	counters_.requests.fetch_add(taken, std::memory_order_relaxed);
+	counters_.batches.fetch_add(1, std::memory_order_relaxed);
 	return true;
-}
-
-void IoLoopPump::start(std::vector<Taken> taken)
-{
-	try {
-		std::vector<IoRequest> rqs;
-		{
-			std::lock_guard lock(files_mu_);
-			for (const Taken &t : taken)
-				rqs.push_back({files_[t.rq.file], t.rq.file_offset, t.rq.length,
-					       t.rq.buffer, t.rq.buffer_offset});
-		}
-		IoBatch batch = reader_->start(rqs);
-		counters_.batches.fetch_add(1, std::memory_order_relaxed);
-		reading_ += taken.size();
-		in_flight_.push_back({std::move(batch), std::move(taken)});
-		return;
-	} catch (const Error &e) {
-		if (taken.size() == 1) {
-			complete(taken[0].ticket, -e.err(), 0, taken[0].rq.tag);
-			return;
-		}
-	} catch (const std::exception &) {
-		// Out of memory: the requests were taken from the ring, so
-		// they complete, with the error.
-		for (const Taken &t : taken)
-			complete(t.ticket, -ENOMEM, 0, t.rq.tag);
-		return;
-	}
-	// One request refused the batch (O_DIRECT alignment): one by one.
-	for (Taken &t : taken)
-		start({t});
-}
-
-bool IoLoopPump::reap()
-{
-	bool any = false;
-
-	for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-		if (!it->batch.done()) {
-			++it;
-			continue;
-		}
-		std::vector<IoResult> results = it->batch.wait();
-		for (std::size_t i = 0; i < results.size(); i++)
-			complete(it->taken[i].ticket, -results[i].err, results[i].bytes,
-				 it->taken[i].rq.tag);
-		reading_ -= it->taken.size();
-		it = in_flight_.erase(it);
-		any = true;
-	}
-	return any;
 }
 
 void IoLoopPump::run() noexcept
@@ -337,11 +415,10 @@ void IoLoopPump::run() noexcept
 			if (stopping && !deadline) {
 				deadline =
 					Clock::now() + std::chrono::milliseconds(drain_ms_.load());
-				for (InFlight &f : in_flight_)
-					f.batch.cancel();
+				workers_->cancel();
 			}
-			work |= drain(stopping);
-			work |= reap();
+			work |= post_backlog();
+			work |= sweep(stopping);
 			work |= deliver_deferred();
 		} catch (const std::exception &) {
 			// Out of memory in the pump: back off and try again.
@@ -349,15 +426,17 @@ void IoLoopPump::run() noexcept
 		}
 		const auto now = Clock::now();
 		if (stopping) {
-			// Done once nothing reads, every completion is out (or
+			// Done once nothing moves, every completion is out (or
 			// the drain time is up), and no producer published for
 			// a while.
 			quiet_since = work ? now : quiet_since.value_or(now);
 			const bool quiet = now - *quiet_since >=
 					   std::min<Clock::duration>(std::chrono::milliseconds(5),
 								     *deadline - *quiet_since);
-			if (in_flight_.empty() &&
-			    ((deferred_.empty() && quiet) || now >= *deadline))
+			const bool idle = backlog_.empty() &&
+					  !moving_.load(std::memory_order_acquire);
+			if (idle && ((!ndeferred_.load(std::memory_order_acquire) && quiet) ||
+				     now >= *deadline))
 				break;
 		}
 		if (work) {
@@ -373,8 +452,12 @@ void IoLoopPump::run() noexcept
 			std::this_thread::sleep_for(options_.park);
 		}
 	}
-	counters_.undelivered.fetch_add(deferred_.size());
-	deferred_.clear();
+	{
+		std::lock_guard lock(deferred_mu_);
+		counters_.undelivered.fetch_add(deferred_.size());
+		deferred_.clear();
+		ndeferred_.store(0);
+	}
 	std::atomic_ref(mem_.header()->stopped).store(1, std::memory_order_release);
 	exited_.store(true, std::memory_order_release);
 }

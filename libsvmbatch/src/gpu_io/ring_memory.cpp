@@ -81,10 +81,4 @@ svmbatch_io_queue RingMemory::queue_at(std::uint64_t address) const noexcept
 	return q;
 }
 
-UringQueue::UringQueue(unsigned entries)
-{
-	if (int ret = io_uring_queue_init(entries, &ring_, 0); ret < 0)
-		throw Error(-ret, Step::IoUringRegister, "IoLoop: io_uring_queue_init failed");
-}
-
 } // namespace svmbatch::detail

@@ -1,8 +1,6 @@
 // SPDX-License-Identifier: MIT
-// The memory of an IoLoop's request ring, and the loop's own io_uring.
+// The memory of an IoLoop's request ring.
 #pragma once
-
-#include <liburing.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -35,22 +33,6 @@ private:
 	std::uint32_t slots_;
 	std::size_t bytes_;
 	void *base_ = nullptr;
-};
-
-/// An io_uring, exited on destruction.
-class UringQueue {
-public:
-	explicit UringQueue(unsigned entries);
-	UringQueue(const UringQueue &) = delete;
-	UringQueue &operator=(const UringQueue &) = delete;
-	UringQueue(UringQueue &&) = delete;
-	UringQueue &operator=(UringQueue &&) = delete;
-	~UringQueue() { io_uring_queue_exit(&ring_); }
-
-	io_uring &get() noexcept { return ring_; }
-
-private:
-	io_uring ring_{};
 };
 
 } // namespace svmbatch::detail

@@ -1,8 +1,11 @@
 // SPDX-License-Identifier: MIT
-// GPU producers of an svmbatch::IoLoop (CUDA): a kernel asks for file data
-// with svmbatch_read() and gets it, READ_FIXED by the host's pump into a
-// registered, GPU-mapped buffer, with svmbatch_wait().  The ring and its
-// protocol: <svmbatch/gpu_io/ring.h>; the host side: <svmbatch/gpu_io/loop.hpp>.
+// GPU producers of an svmbatch::IoLoop, for CUDA (nvcc) and HIP (hipcc):
+// a kernel asks for file data with svmbatch_read(), or asks for a buffer
+// to be written to a file with svmbatch_write(), and learns how it ended
+// with svmbatch_wait().  The host's pump moves the bytes with READ_FIXED /
+// WRITE_FIXED between the file and a registered, GPU-mapped buffer.  The
+// ring and its protocol: <svmbatch/gpu_io/ring.h>; the host side:
+// <svmbatch/gpu_io/loop.hpp>.
 //
 //   host:   svmbatch::IoLoopOptions o;  o.gpu = &cuda;
 //           svmbatch::IoLoop loop(ctx, reg, o);
@@ -15,41 +18,64 @@
 //           // r.status == 0: the bytes are in the buffer (its device pointer)
 //
 // Publication is warp-aggregated: the lanes of a warp that call
-// svmbatch_read() together take consecutive tickets with one atomic, and
-// while they wait (for a slot, for completions) one lane polls host memory
-// for all of them: thousands of lanes polling would take the PCIe bus from
-// the data.  A thread waits for a slot only between claiming and
-// publishing, and the pump frees request slots without waiting for anyone,
-// so more threads may ask than the ring has slots; each thread must wait
-// for its own tickets in the order it took them.
+// svmbatch_read() or svmbatch_write() together take consecutive tickets
+// with one atomic, and while they wait (for a slot, for completions) one
+// lane polls host memory for all of them: thousands of lanes polling would
+// take the PCIe bus from the data.  A thread waits for a slot only between
+// claiming and publishing, and the pump frees request slots without
+// waiting for anyone, so more threads may ask than the ring has slots;
+// each thread must wait for its own tickets in the order it took them.
+//
+// One header for both compilers: the protocol's steps are ring.h's; what
+// differs is only how a warp (CUDA: 32 lanes; AMD: a wavefront of 64 or
+// 32) votes and shuffles, how a lane sleeps, and the system-scope atomics
+// (svmbatch_detail below).
 #pragma once
 
+#if defined(__HIPCC__)
+#include <hip/hip_runtime.h>
+#else
 #include <cuda/atomic>
 #include <cuda_runtime.h>
+#endif
 
 #include <errno.h>
 #include <stdint.h>
 
 #include <svmbatch/gpu_io/ring.h>
 
-/// How a request ended: status 0 or -errno (gpu_io/ring.h), bytes read.
+/// How a request ended: status 0 or -errno (gpu_io/ring.h), bytes moved.
 struct svmbatch_io_result {
 	int status;
 	unsigned long long bytes;
 };
 
+#if defined(__HIPCC__)
+using svmbatch_gpu_error_t = hipError_t;
+#else
+using svmbatch_gpu_error_t = cudaError_t;
+#endif
+
 /// Host: a queue for ring (IoLoop::device_queue()), its counter allocated
-/// and zeroed in device memory; max_poll_ns: see gpu_io/ring.h.
-inline cudaError_t svmbatch_gpu_queue_create(const svmbatch_io_queue &ring, svmbatch_gpu_queue *out,
-					     uint32_t max_poll_ns = 8192)
+/// and zeroed in device memory; max_poll_ns, fast_poll_ns: see gpu_io/ring.h.
+inline svmbatch_gpu_error_t
+svmbatch_gpu_queue_create(const svmbatch_io_queue &ring, svmbatch_gpu_queue *out,
+			  uint32_t max_poll_ns = SVMBATCH_GPU_MAX_POLL_NS,
+			  uint32_t fast_poll_ns = SVMBATCH_GPU_FAST_POLL_NS)
 {
 	out->ring = ring;
 	out->tail = nullptr;
 	out->max_poll_ns = max_poll_ns;
-	out->reserved = 0;
+	out->fast_poll_ns = fast_poll_ns;
+#if defined(__HIPCC__)
+	hipError_t e = hipMalloc(&out->tail, sizeof(*out->tail));
+	if (e == hipSuccess)
+		e = hipMemset(out->tail, 0, sizeof(*out->tail));
+#else
 	cudaError_t e = cudaMalloc(&out->tail, sizeof(*out->tail));
 	if (e == cudaSuccess)
 		e = cudaMemset(out->tail, 0, sizeof(*out->tail));
+#endif
 	return e;
 }
 
@@ -57,57 +83,194 @@ inline cudaError_t svmbatch_gpu_queue_create(const svmbatch_io_queue &ring, svmb
 /// loop only: one queue per loop.
 inline void svmbatch_gpu_queue_destroy(svmbatch_gpu_queue *q)
 {
+#if defined(__HIPCC__)
+	(void)hipFree(q->tail);
+#else
 	cudaFree(q->tail);
+#endif
 	q->tail = nullptr;
 }
 
 namespace svmbatch_detail {
 
-using system_u64 = cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>;
-using system_u32 = cuda::atomic_ref<unsigned int, cuda::thread_scope_system>;
+#if defined(__HIPCC__)
+/// A wavefront's lanes: 64 bits (wave64) or 32 (wave32).
+using lanes_t = unsigned long long;
 
-__device__ inline unsigned long long &u64(uint64_t &v)
+__device__ inline lanes_t active_lanes()
 {
-	return reinterpret_cast<unsigned long long &>(v);
+	return __ballot(1);
 }
-
-__device__ inline bool flag(uint32_t &v)
+__device__ inline unsigned lane_id()
 {
-	return system_u32(reinterpret_cast<unsigned int &>(v)).load(cuda::memory_order_relaxed) !=
-	       0;
+	return __lane_id();
 }
+/// AMD lanes of a wavefront run in lock-step: the mask is implicit.
+__device__ inline lanes_t ballot(lanes_t, bool p)
+{
+	return __ballot(p);
+}
+__device__ inline bool any(lanes_t, bool p)
+{
+	return __any(p);
+}
+__device__ inline bool all(lanes_t, bool p)
+{
+	return __all(p);
+}
+__device__ inline unsigned long long broadcast(lanes_t, unsigned long long v, int lane)
+{
+	return __shfl(v, lane);
+}
+__device__ inline int lowest(lanes_t m)
+{
+	return __ffsll(static_cast<long long>(m)) - 1;
+}
+__device__ inline unsigned count(lanes_t m)
+{
+	return __popcll(m);
+}
+/// s_sleep sleeps 64 clocks a unit (about 30-60 ns); it takes a constant.
+__device__ inline void sleep_ns(unsigned ns)
+{
+	for (unsigned t = 0; t < ns; t += 64)
+		__builtin_amdgcn_s_sleep(1);
+}
+/// System scope (host memory): the compiler's atomics are system-scope by
+/// default on AMDGPU.
+__device__ inline unsigned long long load_acquire(uint64_t *p)
+{
+	return __atomic_load_n(reinterpret_cast<unsigned long long *>(p), __ATOMIC_ACQUIRE);
+}
+__device__ inline void store_release(uint64_t *p, unsigned long long v)
+{
+	__atomic_store_n(reinterpret_cast<unsigned long long *>(p), v, __ATOMIC_RELEASE);
+}
+__device__ inline bool flag(uint32_t *p)
+{
+	return __atomic_load_n(p, __ATOMIC_RELAXED) != 0;
+}
+#else
+using lanes_t = unsigned;
 
-/// Poll politely: host memory is across PCIe, and every poll is a read.
-__device__ inline void back_off(unsigned &ns, unsigned max_ns)
+__device__ inline lanes_t active_lanes()
+{
+	return __activemask();
+}
+__device__ inline unsigned lane_id()
+{
+	return threadIdx.x % 32;
+}
+__device__ inline lanes_t ballot(lanes_t m, bool p)
+{
+	return __ballot_sync(m, p);
+}
+__device__ inline bool any(lanes_t m, bool p)
+{
+	return __any_sync(m, p);
+}
+__device__ inline bool all(lanes_t m, bool p)
+{
+	return __all_sync(m, p);
+}
+__device__ inline unsigned long long broadcast(lanes_t m, unsigned long long v, int lane)
+{
+	return __shfl_sync(m, v, lane);
+}
+__device__ inline int lowest(lanes_t m)
+{
+	return __ffs(m) - 1;
+}
+__device__ inline unsigned count(lanes_t m)
+{
+	return __popc(m);
+}
+__device__ inline void sleep_ns(unsigned ns)
 {
 	__nanosleep(ns);
-	ns = ns * 2 < max_ns ? ns * 2 : max_ns;
 }
+using system_u64 = cuda::atomic_ref<unsigned long long, cuda::thread_scope_system>;
+using system_u32 = cuda::atomic_ref<unsigned int, cuda::thread_scope_system>;
+__device__ inline unsigned long long load_acquire(uint64_t *p)
+{
+	return system_u64(*reinterpret_cast<unsigned long long *>(p))
+		.load(cuda::memory_order_acquire);
+}
+__device__ inline void store_release(uint64_t *p, unsigned long long v)
+{
+	system_u64(*reinterpret_cast<unsigned long long *>(p)).store(v, cuda::memory_order_release);
+}
+__device__ inline bool flag(uint32_t *p)
+{
+	return system_u32(*reinterpret_cast<unsigned int *>(p)).load(cuda::memory_order_relaxed) !=
+	       0;
+}
+#endif
 
-/// Wait, with the converged lanes of `active`, until ready(lane) holds for
+/// Wait, with the converged lanes of `active`, until ready() holds for
 /// each (or the pump ended: false).  Polling host memory costs a PCIe read
 /// each time, and thousands of lanes polling would take the bus from the
-/// data: so the lowest lane still waiting polls alone, with back-off, and
-/// the others look once each time it sees its own condition hold.
+/// data: so the lowest lane still waiting polls alone, at the shortest
+/// interval for the first q.fast_poll_ns, then backing off up to
+/// q.max_poll_ns (svmbatch_io_poll_sleep_ns), and the others look once
+/// each time it sees its own condition hold.
 template <typename Ready>
-__device__ inline bool warp_wait(unsigned active, svmbatch_io_ring_header *h, unsigned max_ns,
-				 Ready ready)
+__device__ inline bool warp_wait(lanes_t active, const svmbatch_gpu_queue &q, Ready ready)
 {
-	const unsigned lane = threadIdx.x % 32;
+	svmbatch_io_ring_header *h = q.ring.header;
+	const unsigned lane = lane_id();
 	bool done = false;
+	unsigned long long waited = 0;
+	unsigned ns = 0;
 
 	for (;;) {
 		if (!done)
 			done = ready();
-		const unsigned waiting = __ballot_sync(active, !done);
+		const lanes_t waiting = ballot(active, !done);
 		if (!waiting)
 			return true;
-		if (lane == static_cast<unsigned>(__ffs(waiting) - 1))
-			for (unsigned ns = 32; !ready() && !flag(h->stopped);)
-				back_off(ns, max_ns);
-		if (__any_sync(active, flag(h->stopped)))
-			return __all_sync(active, done || ready());
+		if (static_cast<int>(lane) == lowest(waiting))
+			while (!ready() && !flag(&h->stopped)) {
+				ns = svmbatch_io_poll_sleep_ns(waited, ns, q.fast_poll_ns,
+							       q.max_poll_ns);
+				sleep_ns(ns);
+				waited += ns;
+			}
+		if (any(active, flag(&h->stopped)))
+			return all(active, done || ready());
 	}
+}
+
+/// Claim tickets for the converged lanes (one atomic), wait for this
+/// lane's slot, fill it, publish it: the ticket, or -1.
+__device__ inline long long publish(const svmbatch_gpu_queue &q, uint32_t op, uint32_t file,
+				    uint64_t offset, uint64_t length, uint32_t buffer,
+				    uint64_t buffer_offset, uint64_t tag)
+{
+	svmbatch_io_ring_header *h = q.ring.header;
+	const lanes_t active = active_lanes();
+
+	if (any(active, flag(&h->closed)))
+		return -1;
+	// One atomic per warp: the lowest active lane takes tickets for all.
+	const unsigned lane = lane_id();
+	const int leader = lowest(active);
+	const unsigned rank = count(active & ((static_cast<lanes_t>(1) << lane) - 1));
+	unsigned long long base = 0;
+	if (static_cast<int>(lane) == leader)
+		base = atomicAdd(q.tail, static_cast<unsigned long long>(count(active)));
+	base = broadcast(active, base, leader);
+	const unsigned long long t = base + rank;
+
+	svmbatch_io_request *slot = svmbatch_io_request_slot(&q.ring, t);
+	if (!warp_wait(active, q,
+		       [&] { return load_acquire(&slot->seq) == svmbatch_io_seq_free(t); }))
+		return -1; // the pump ended: nobody frees the slot
+	svmbatch_io_fill(slot, op, file, offset, length, buffer, buffer_offset, tag);
+	// The slot's fields reach host memory before its seq says published.
+	__threadfence_system();
+	store_release(&slot->seq, svmbatch_io_seq_published(t));
+	return static_cast<long long>(t);
 }
 
 } // namespace svmbatch_detail
@@ -122,33 +285,25 @@ __device__ inline long long svmbatch_read(const svmbatch_gpu_queue &q, uint32_t 
 					  uint64_t offset, uint64_t length, uint32_t buffer,
 					  uint64_t buffer_offset, uint64_t tag = 0)
 {
-	using namespace svmbatch_detail;
-	svmbatch_io_ring_header *h = q.ring.header;
-	const unsigned active = __activemask();
+	return svmbatch_detail::publish(q, SVMBATCH_IO_READ, file, offset, length, buffer,
+					buffer_offset, tag);
+}
 
-	if (__any_sync(active, flag(h->closed)))
-		return -1;
-	// One atomic per warp: the lowest active lane takes tickets for all.
-	const unsigned lane = threadIdx.x % 32;
-	const int leader = __ffs(active) - 1;
-	const unsigned rank = __popc(active & ((1u << lane) - 1));
-	unsigned long long base = 0;
-	if (static_cast<int>(lane) == leader)
-		base = atomicAdd(q.tail, static_cast<unsigned long long>(__popc(active)));
-	base = __shfl_sync(active, base, leader);
-	const unsigned long long t = base + rank;
-
-	svmbatch_io_request *slot = svmbatch_io_request_slot(&q.ring, t);
-	system_u64 seq(u64(slot->seq));
-	if (!warp_wait(active, h, q.max_poll_ns, [&] {
-		    return seq.load(cuda::memory_order_acquire) == svmbatch_io_seq_free(t);
-	    }))
-		return -1; // the pump ended: nobody frees the slot
-	svmbatch_io_fill_read(slot, file, offset, length, buffer, buffer_offset, tag);
-	// The slot's fields reach host memory before its seq says published.
-	__threadfence_system();
-	seq.store(svmbatch_io_seq_published(t), cuda::memory_order_release);
-	return static_cast<long long>(t);
+/// Ask for length bytes of caller buffer `buffer` at buffer_offset to be
+/// written to file at offset (WRITE_FIXED; nothing outside that range of
+/// the buffer goes to the file).  The bytes must be in the buffer before
+/// the call: the publish's system fence orders this lane's own stores to
+/// the buffer before the request; where other lanes stored them, each of
+/// those calls __threadfence_system() and then all meet at a __syncwarp()
+/// (or __syncthreads()) before this call.  The buffer must not change
+/// until the wait returned.  Returns the ticket, or -1 as svmbatch_read()
+/// does.
+__device__ inline long long svmbatch_write(const svmbatch_gpu_queue &q, uint32_t file,
+					   uint64_t offset, uint64_t length, uint32_t buffer,
+					   uint64_t buffer_offset, uint64_t tag = 0)
+{
+	return svmbatch_detail::publish(q, SVMBATCH_IO_WRITE, file, offset, length, buffer,
+					buffer_offset, tag);
 }
 
 /// Wait for ticket's completion and free its slot.  {-ESHUTDOWN, 0} if the
@@ -157,24 +312,24 @@ __device__ inline long long svmbatch_read(const svmbatch_gpu_queue &q, uint32_t 
 __device__ inline svmbatch_io_result svmbatch_wait(const svmbatch_gpu_queue &q, long long ticket)
 {
 	using namespace svmbatch_detail;
-	const unsigned active = __activemask();
+	const lanes_t active = active_lanes();
 	const auto t = static_cast<unsigned long long>(ticket);
 	svmbatch_io_completion *c = svmbatch_io_completion_slot(&q.ring, t);
-	system_u64 seq(u64(c->seq));
 	const unsigned long long published = svmbatch_io_seq_published(t);
 
-	const bool ended = !warp_wait(active, q.ring.header, q.max_poll_ns, [&] {
-		return ticket < 0 || seq.load(cuda::memory_order_acquire) == published;
+	const bool ended = !warp_wait(active, q, [&] {
+		return ticket < 0 || load_acquire(&c->seq) == published;
 	});
 	if (ticket < 0)
 		return {-EINVAL, 0};
-	if (ended && seq.load(cuda::memory_order_acquire) != published)
+	if (ended && load_acquire(&c->seq) != published)
 		return {-ESHUTDOWN, 0};
 	// The acquire above orders these reads after the pump's release.
 	svmbatch_io_result r{c->status, c->bytes};
-	seq.store(svmbatch_io_seq_next_lap(q.ring.mask, t), cuda::memory_order_release);
+	store_release(&c->seq, svmbatch_io_seq_next_lap(q.ring.mask, t));
 	return r;
 }
+
 /// Ticket's completion if it is there (slot freed): true and *out.
 __device__ inline bool svmbatch_try_wait(const svmbatch_gpu_queue &q, long long ticket,
 					 svmbatch_io_result *out)
@@ -182,11 +337,10 @@ __device__ inline bool svmbatch_try_wait(const svmbatch_gpu_queue &q, long long 
 	using namespace svmbatch_detail;
 	const auto t = static_cast<unsigned long long>(ticket);
 	svmbatch_io_completion *c = svmbatch_io_completion_slot(&q.ring, t);
-	system_u64 seq(u64(c->seq));
 
-	if (ticket < 0 || seq.load(cuda::memory_order_acquire) != svmbatch_io_seq_published(t))
+	if (ticket < 0 || load_acquire(&c->seq) != svmbatch_io_seq_published(t))
 		return false;
 	*out = {c->status, c->bytes};
-	seq.store(svmbatch_io_seq_next_lap(q.ring.mask, t), cuda::memory_order_release);
+	store_release(&c->seq, svmbatch_io_seq_next_lap(q.ring.mask, t));
 	return true;
 }

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// IoLoop: a pump thread that services read requests which producers (GPU
-// threads, CPU threads) publish in a ring of host memory, with READ_FIXED
-// into a registration's buffers.  The ring's layout and protocol:
+// IoLoop: a pump thread that services read and write requests which
+// producers (GPU threads, CPU threads) publish in a ring of host memory,
+// with READ_FIXED / WRITE_FIXED between files and a registration's buffers.  The ring's layout and protocol:
 // <svmbatch/gpu_io/ring.h>; GPU producers: <svmbatch/gpu_io/device.cuh>.
 #pragma once
 
@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include <svmbatch/api.h>
 #include <svmbatch/io.hpp>
@@ -24,22 +25,42 @@ namespace detail {
 class IoLoopPump;
 }
 
+/// Host clock times (std::chrono::steady_clock, in ns since its epoch) of
+/// one request's way through the loop, for measuring (IoLoopOptions::trace).
+struct IoLoopTimes {
+	std::uint64_t seen_ns = 0; ///< the pump took it out of its slot
+	std::uint64_t submitted_ns = 0; ///< its first transfer went to io_uring
+	std::uint64_t done_ns = 0; ///< its last transfer's completion was reaped
+	std::uint64_t completed_ns = 0; ///< its completion was published (seq stored)
+};
+
 struct IoLoopOptions {
 	/// Request slots (= completion slots): a power of two, 32 or more (a
 	/// warp publishes up to 32 at once).
 	unsigned slots = 1024;
-	/// The Reader's rings, threads and piece size.
+	/// The I/O threads: how many (threads; 0: the CPUs less one for the
+	/// pump, at most 16), how
+	/// (parallelism, clone_buffers: as a Reader's rings), each ring's
+	/// depth (queue_depth), the largest single transfer (max_io_bytes:
+	/// longer requests go in pieces, to several threads), O_DIRECT's
+	/// alignment.
 	IoOptions io;
-	/// Requests handed to the Reader at once, at most.
+	/// Requests the pump takes out of the ring in one sweep, at most,
+	/// before it looks at deferred completions again.
 	std::size_t max_batch = 256;
-	/// Requests reading at once, at most; beyond, the pump leaves
+	/// Requests moving at once, at most; beyond, the pump leaves
 	/// published requests in the ring (producers then wait for slots).
 	std::size_t max_in_flight = 8192;
-	/// Idle: poll for this long, then park.
+	/// Idle: poll for this long, then park.  The I/O threads likewise
+	/// spin this long after their last transfer, then sleep until the
+	/// pump hands them one.
 	std::chrono::microseconds spin{200};
 	/// Parked: poll every `park`.  The wake-up latency of a parked loop is
 	/// at most this (plus the scheduler's).
 	std::chrono::microseconds park{50};
+	/// For measuring: ticket t < trace.size() gets its times in trace[t]
+	/// (the caller's memory; read it after stop()).  Empty: none kept.
+	std::span<IoLoopTimes> trace;
 	/// Map the ring for this GPU (Registration::map), for device_queue().
 	/// Not owned; used only by the constructor.
 	GpuBackend *gpu = nullptr;
@@ -50,15 +71,16 @@ struct IoLoopStats {
 	std::uint64_t requests = 0; ///< taken out of the ring
 	std::uint64_t completed = 0; ///< completions written (errors included)
 	std::uint64_t failed = 0; ///< of those, with a non-zero status
-	std::uint64_t bytes = 0; ///< read into buffers
-	std::uint64_t batches = 0; ///< Reader batches started
+	std::uint64_t bytes = 0; ///< moved (read into buffers, written to files)
+	std::uint64_t batches = 0; ///< sweeps of the ring that took requests
 	std::uint64_t deferred = 0; ///< completions that waited for their slot
 	std::uint64_t parks = 0; ///< times the pump went to sleep
 	std::uint64_t undelivered = 0; ///< completions stop() gave up on
 };
 
-/// A pump thread servicing the request ring with READ_FIXED into the
-/// buffers of `registration` (see <svmbatch/gpu_io/ring.h> for the protocol).
+/// A pump thread servicing the request ring with READ_FIXED into, and
+/// WRITE_FIXED from, the buffers of `registration` (see
+/// <svmbatch/gpu_io/ring.h> for the protocol).
 ///
 /// The ring is host memory the loop allocates and registers itself, as a
 /// registration of its own in the same Context, and maps for options.gpu:
@@ -66,14 +88,20 @@ struct IoLoopStats {
 /// over it; not cuMemHostAlloc'd, so that the loop works with any
 /// GpuBackend (CUDA, HIP) or none (CPU producers).
 ///
-/// The pump validates each request against the registration (unknown
-/// file: -EBADF; unknown buffer, or a range reaching past it: -EINVAL; a
-/// read-only buffer: -EACCES) and completes it with that error, never
-/// reading outside its destination; valid ones go to a Reader (the
-/// parallel rings, short reads continued, -ENODATA at the end of the
-/// file).  Every request a producer published completes exactly once.
+/// The pump validates each request against the registration and the file
+/// (unknown file: -EBADF; unknown buffer, a range reaching past it or an
+/// unknown operation: -EINVAL; a read into a read-only buffer, a read
+/// from a file not open for reading, a write to a file not open for
+/// writing or opened O_APPEND: -EACCES; O_DIRECT misalignment: -EINVAL)
+/// and completes it with that error, never touching memory outside the
+/// request's range of its buffer.  Valid ones go at once, cut in pieces
+/// of at most io.max_io_bytes, to the I/O threads, each with its own ring
+/// (short transfers continued, -ENODATA when a read meets the end of the
+/// file, the file's own errors such as -EIO and -ENOSPC as the status);
+/// the thread that ends a request's last piece completes it then and
+/// there.  Every request a producer published completes exactly once.
 /// Idle, the pump spins for options.spin, then parks, polling every
-/// options.park.
+/// options.park; the I/O threads spin as long, then sleep until woken.
 ///
 /// The registration, its Context and the files must outlive the loop.
 class SVMBATCH_API IoLoop {
@@ -142,6 +170,12 @@ public:
 	std::int64_t read(std::uint32_t file, std::uint64_t file_offset, std::uint64_t length,
 			  std::uint32_t buffer, std::uint64_t buffer_offset,
 			  std::uint64_t tag = 0) const noexcept;
+	/// The same for writing length bytes of buffer at buffer_offset to
+	/// file at file_offset; the bytes must be there before the call, and
+	/// stay until the wait returned.
+	std::int64_t write(std::uint32_t file, std::uint64_t file_offset, std::uint64_t length,
+			   std::uint32_t buffer, std::uint64_t buffer_offset,
+			   std::uint64_t tag = 0) const noexcept;
 	/// Block until ticket's completion is there; free its slot.  Wait for
 	/// your tickets in the order you took them.  {-ESHUTDOWN} if the pump
 	/// ended without completing it (a ticket published after stop()).
@@ -150,6 +184,10 @@ public:
 	bool try_wait(std::int64_t ticket, IoCompletion &out) const noexcept;
 
 private:
+	std::int64_t publish(std::uint32_t op, std::uint32_t file, std::uint64_t file_offset,
+			     std::uint64_t length, std::uint32_t buffer,
+			     std::uint64_t buffer_offset, std::uint64_t tag) const noexcept;
+
 	svmbatch_io_queue q_;
 };
 

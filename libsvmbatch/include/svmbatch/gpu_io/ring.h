@@ -17,11 +17,14 @@
  *  4. the pump, in ticket order: load seq with acquire; at t + 1 it copies
  *     the request out and stores seq = t + slots with release (free for
  *     the ticket one lap later), validates the request against the
- *     registration, and reads with READ_FIXED on its rings.
- *  5. when the read ended (or the request was refused), the pump waits
- *     until completions[t & mask].seq == t (the waiter of ticket t - slots
- *     is done with it; the pump defers, never blocks), writes status and
- *     bytes, and stores seq = t + 1 with release.
+ *     registration and the file, and hands it at once to one of its I/O
+ *     threads, which submits READ_FIXED (or WRITE_FIXED) on its own ring.
+ *  5. as soon as the transfer ended (or the request was refused), the
+ *     thread that saw it end, without waiting for any other request,
+ *     checks that completions[t & mask].seq == t (the waiter of ticket
+ *     t - slots is done with it; else the completion is deferred, never
+ *     waited for), writes status and bytes, and stores seq = t + 1 with
+ *     release.
  *  6. the producer's wait: load seq until it is t + 1; fence (acquire);
  *     read status and bytes; store seq = t + slots (free for the
  *     completion one lap later).
@@ -46,15 +49,17 @@ extern "C" {
 /* Version of this layout; IoLoop and the device header check it. */
 #define SVMBATCH_IO_RING_VERSION 1
 
-/* Request flags. */
-#define SVMBATCH_IO_READ 0u /* the only operation so far */
+/* Request flags: the operation. */
+#define SVMBATCH_IO_READ  0u /* file -> buffer (READ_FIXED) */
+#define SVMBATCH_IO_WRITE 1u /* buffer -> file (WRITE_FIXED) */
 
 /*
  * One request slot, 64 bytes (a cache line; the GPU writes it whole).
  * @seq: the slot protocol above; written by producer and pump only.
  * @file: index from IoLoop::add_file().
- * @buffer: the caller buffer of the loop's registration to read into.
- * @file_offset, @length: what to read.
+ * @buffer: the caller buffer of the loop's registration to read into
+ *	(SVMBATCH_IO_READ) or to write from (SVMBATCH_IO_WRITE).
+ * @file_offset, @length: what to read or write.
  * @buffer_offset: where in the buffer.
  * @tag: the producer's, untouched.
  */
@@ -74,11 +79,14 @@ struct svmbatch_io_request {
  * One completion slot, 32 bytes.
  * @seq: the slot protocol above.
  * @status: 0, or a negative errno: -EINVAL (no such buffer, or the range
- *	reaches past it), -EACCES (a read-only buffer), -EBADF (no such
- *	file, or a closed one), -ENODATA (the file ended first; bytes says how
- *	much was read), -ECANCELED (the loop stopped before the read ran), or
- *	the read's own errno (-EIO).
- * @bytes: bytes read into the buffer.
+ *	reaches past it, or an unknown operation), -EACCES (a read into a
+ *	read-only buffer; a read from a file not open for reading; a write
+ *	to a file not open for writing or opened O_APPEND, where the offset
+ *	would not be honoured), -EBADF (no such file, or a closed one),
+ *	-ENODATA (a read met the end of the file first; bytes says how much
+ *	was read), -ECANCELED (the loop stopped before the transfer ran), or
+ *	the transfer's own errno (-EIO, -ENOSPC, -EFBIG...).
+ * @bytes: bytes moved (read into the buffer, or written to the file).
  */
 struct svmbatch_io_completion {
 	uint64_t seq;
@@ -127,15 +135,22 @@ struct svmbatch_io_queue {
  * pointers, and the ticket counter, in device memory (one atomic add per
  * warp; in host memory it would cost a PCIe round trip per ticket).
  * @max_poll_ns: the longest a waiting warp sleeps between two polls of
- *	host memory (the back-off doubles up to it): longer costs latency,
+ *	host memory (the back-off grows up to it): longer costs latency,
  *	shorter costs PCIe reads that the data needs.
+ * @fast_poll_ns: for this long after it starts waiting, a warp polls at
+ *	the shortest interval (svmbatch_io_poll_sleep_ns()): the time one
+ *	request takes when the pump is not busy; after it, the back-off.
  */
 struct svmbatch_gpu_queue {
 	struct svmbatch_io_queue ring;
 	unsigned long long *tail;
 	uint32_t max_poll_ns;
-	uint32_t reserved;
+	uint32_t fast_poll_ns;
 };
+
+/* The defaults of svmbatch_gpu_queue_create() (<svmbatch/gpu_io/device.cuh>). */
+#define SVMBATCH_GPU_MAX_POLL_NS  8192u
+#define SVMBATCH_GPU_FAST_POLL_NS 20000u
 
 /*
  * The protocol's steps, written once for every side: the library's CPU
@@ -180,10 +195,10 @@ SVMBATCH_IO_STEP uint64_t svmbatch_io_seq_next_lap(uint32_t mask, uint64_t t)
 	return t + (uint64_t)mask + 1;
 }
 
-/* Step 3: a read request's fields, written before seq publishes them. */
-SVMBATCH_IO_STEP void svmbatch_io_fill_read(struct svmbatch_io_request *slot, uint32_t file,
-					    uint64_t file_offset, uint64_t length, uint32_t buffer,
-					    uint64_t buffer_offset, uint64_t tag)
+/* Step 3: a request's fields, written before seq publishes them. */
+SVMBATCH_IO_STEP void svmbatch_io_fill(struct svmbatch_io_request *slot, uint32_t op, uint32_t file,
+				       uint64_t file_offset, uint64_t length, uint32_t buffer,
+				       uint64_t buffer_offset, uint64_t tag)
 {
 	slot->file = file;
 	slot->buffer = buffer;
@@ -191,7 +206,39 @@ SVMBATCH_IO_STEP void svmbatch_io_fill_read(struct svmbatch_io_request *slot, ui
 	slot->length = length;
 	slot->buffer_offset = buffer_offset;
 	slot->tag = tag;
-	slot->flags = SVMBATCH_IO_READ;
+	slot->flags = op;
+}
+
+SVMBATCH_IO_STEP void svmbatch_io_fill_read(struct svmbatch_io_request *slot, uint32_t file,
+					    uint64_t file_offset, uint64_t length, uint32_t buffer,
+					    uint64_t buffer_offset, uint64_t tag)
+{
+	svmbatch_io_fill(slot, SVMBATCH_IO_READ, file, file_offset, length, buffer, buffer_offset,
+			 tag);
+}
+
+/*
+ * Steps 2 and 6 on a GPU: how long a waiting warp sleeps before its next
+ * poll of host memory, having waited waited_ns so far and slept last_ns
+ * before the last poll.  Within fast_ns of the start, the shortest sleep
+ * (SVMBATCH_IO_POLL_MIN_NS: a poll is a PCIe round trip of about 1 us
+ * anyway), so that one request is seen within about a microsecond of its
+ * completion; after it, the sleep doubles up to max_ns, so that thousands
+ * of waiting warps leave the bus to the data.
+ */
+#define SVMBATCH_IO_POLL_MIN_NS 64u
+
+SVMBATCH_IO_STEP uint32_t svmbatch_io_poll_sleep_ns(uint64_t waited_ns, uint32_t last_ns,
+						    uint32_t fast_ns, uint32_t max_ns)
+{
+	uint32_t next;
+
+	if (max_ns < SVMBATCH_IO_POLL_MIN_NS)
+		max_ns = SVMBATCH_IO_POLL_MIN_NS;
+	if (waited_ns < fast_ns || last_ns < SVMBATCH_IO_POLL_MIN_NS)
+		return SVMBATCH_IO_POLL_MIN_NS;
+	next = last_ns > max_ns / 2 ? max_ns : last_ns * 2;
+	return next;
 }
 
 #undef SVMBATCH_IO_STEP
