@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: MIT
-// Kernels that read a file through an IoLoop: see gpu_io_kernels.hpp.
+// Kernels that read and write a file through an IoLoop: see gpu_io_kernels.hpp.
 #include "gpu_io_kernels.hpp"
 
 #include <cuda_runtime.h>
@@ -122,6 +122,7 @@ struct PieceArgs {
 	unsigned char *sink; ///< per warp, slice * lanes bytes of device memory
 	unsigned long long *latency_ns;
 	unsigned long long *errors;
+	unsigned long long *start_ns, *published_ns, *end_ns; ///< or nullptr
 };
 
 __device__ inline unsigned long long now_ns()
@@ -150,8 +151,15 @@ __global__ void read_pieces_kernel(PieceArgs a)
 			const unsigned long long t0 = now_ns();
 			long long t = svmbatch_read(a.q, a.file, i * a.size, a.size, warp,
 						    lane * a.slice, i);
+			const unsigned long long t1 = now_ns();
 			svmbatch_io_result r = svmbatch_wait(a.q, t);
-			a.latency_ns[i] = now_ns() - t0;
+			const unsigned long long t2 = now_ns();
+			a.latency_ns[i] = t2 - t0;
+			if (a.start_ns) {
+				a.start_ns[i] = t0;
+				a.published_ns[i] = t1;
+				a.end_ns[i] = t2;
+			}
 			if (r.status != 0 || r.bytes != a.size)
 				atomicAdd(a.errors, 1ull);
 		}
@@ -182,11 +190,103 @@ __global__ void read_pieces_kernel(PieceArgs a)
 	}
 }
 
+struct WriteArgs {
+	svmbatch_gpu_queue q;
+	std::uint32_t file;
+	const IoPiece *pieces;
+	unsigned long long npieces;
+	unsigned long long *next;
+	const unsigned long long *warp_buffers;
+	unsigned long long slice;
+	unsigned lanes;
+	const std::uint8_t *image;
+	unsigned long long *errors;
+};
+
+/// dst[0, n) = src[0, n), by the warp's lanes; 16 bytes at a time where
+/// both are 16-byte aligned.
+__device__ void warp_copy(std::uint8_t *dst, const std::uint8_t *src, unsigned long long n,
+			  unsigned lane)
+{
+	if (((reinterpret_cast<std::uintptr_t>(dst) | reinterpret_cast<std::uintptr_t>(src)) &
+	     15) == 0) {
+		const unsigned long long words = n / 16;
+		auto *d = reinterpret_cast<uint4 *>(dst);
+		const auto *s = reinterpret_cast<const uint4 *>(src);
+		for (unsigned long long k = lane; k < words; k += 32)
+			d[k] = s[k];
+		for (unsigned long long k = words * 16 + lane; k < n; k += 32)
+			dst[k] = src[k];
+		return;
+	}
+	for (unsigned long long k = lane; k < n; k += 32)
+		dst[k] = src[k];
+}
+
+__global__ void write_pieces_kernel(WriteArgs a)
+{
+	const unsigned lane = threadIdx.x % 32;
+	const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	auto *buf = reinterpret_cast<std::uint8_t *>(a.warp_buffers[warp]);
+
+	for (;;) {
+		unsigned long long first = 0;
+		if (lane == 0)
+			first = atomicAdd(a.next, static_cast<unsigned long long>(a.lanes));
+		first = __shfl_sync(0xffffffffu, first, 0);
+		if (first >= a.npieces)
+			return;
+		const unsigned long long n =
+			min(static_cast<unsigned long long>(a.lanes), a.npieces - first);
+		// The warp copies its pieces into the mapped buffer (across
+		// PCIe); each lane's stores reach host memory before the
+		// barrier, and the publish comes after it.
+		for (unsigned long long j = 0; j < n; j++) {
+			const IoPiece pc = a.pieces[first + j];
+			warp_copy(buf + j * a.slice, a.image + pc.offset, pc.length, lane);
+		}
+		__threadfence_system();
+		__syncwarp();
+		if (lane < n) {
+			const IoPiece pc = a.pieces[first + lane];
+			long long t = svmbatch_write(a.q, a.file, pc.offset, pc.length, warp,
+						     lane * a.slice, first + lane);
+			svmbatch_io_result r = svmbatch_wait(a.q, t);
+			if (r.status != 0 || r.bytes != pc.length)
+				atomicAdd(a.errors, 1ull);
+		}
+		// Every write ended before the buffer is filled again.
+		__syncwarp();
+	}
+}
+
+__global__ void pattern_kernel(std::uint8_t *p, unsigned long long n)
+{
+	for (unsigned long long k = blockIdx.x * 1ull * blockDim.x + threadIdx.x; k < n;
+	     k += 1ull * gridDim.x * blockDim.x)
+		p[k] = static_cast<std::uint8_t>((k * 2654435761u) >> 13);
+}
+
+/// The GPU's side of clock_sync: answer each ping with a globaltimer.
+__global__ void clock_kernel(volatile unsigned long long *ping, volatile unsigned long long *pong,
+			     unsigned long long *stamps, unsigned samples)
+{
+	for (unsigned i = 1; i <= samples; i++) {
+		while (*ping != i) {
+		}
+		stamps[i - 1] = now_ns();
+		__threadfence_system();
+		*pong = i;
+	}
+}
+
 } // namespace
 
-GpuQueue::GpuQueue(const svmbatch_io_queue &ring, std::uint32_t max_poll_ns)
+GpuQueue::GpuQueue(const svmbatch_io_queue &ring, std::uint32_t max_poll_ns,
+		   std::uint32_t fast_poll_ns)
 {
-	check(svmbatch_gpu_queue_create(ring, &q_, max_poll_ns), "svmbatch_gpu_queue_create");
+	check(svmbatch_gpu_queue_create(ring, &q_, max_poll_ns, fast_poll_ns),
+	      "svmbatch_gpu_queue_create");
 }
 
 GpuQueue::~GpuQueue()
@@ -220,7 +320,8 @@ std::vector<std::uint64_t> read_and_checksum(const GpuQueue &q, std::uint32_t fi
 
 IoRun read_pieces(const GpuQueue &q, std::uint32_t file, std::uint64_t file_bytes,
 		  std::uint64_t size, const std::vector<std::uint64_t> &warp_buffers,
-		  std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes, bool copy)
+		  std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes, bool copy,
+		  bool stamps)
 {
 	const std::uint64_t npieces = file_bytes / size;
 	const std::size_t nwarps = std::size_t{blocks} * warps;
@@ -229,8 +330,23 @@ IoRun read_pieces(const GpuQueue &q, std::uint32_t file, std::uint64_t file_byte
 	d_bufs.upload(reinterpret_cast<const unsigned long long *>(warp_buffers.data()),
 		      warp_buffers.size());
 	DeviceArray<unsigned char> sink(copy ? nwarps * slice * lanes : 16);
-	PieceArgs a{q.get(), file,  npieces, size,   next.p, d_bufs.p,
-		    slice,   lanes, copy,    sink.p, lat.p,  d_errors.p};
+	const std::size_t nstamps = stamps ? npieces : 1;
+	DeviceArray<unsigned long long> t_start(nstamps), t_pub(nstamps), t_end(nstamps);
+	PieceArgs a{q.get(),
+		    file,
+		    npieces,
+		    size,
+		    next.p,
+		    d_bufs.p,
+		    slice,
+		    lanes,
+		    copy,
+		    sink.p,
+		    lat.p,
+		    d_errors.p,
+		    stamps ? t_start.p : nullptr,
+		    stamps ? t_pub.p : nullptr,
+		    stamps ? t_end.p : nullptr};
 	auto t0 = std::chrono::steady_clock::now();
 	read_pieces_kernel<<<blocks, warps * 32>>>(a);
 	check(cudaGetLastError(), "launch");
@@ -242,7 +358,103 @@ IoRun read_pieces(const GpuQueue &q, std::uint32_t file, std::uint64_t file_byte
 	run.errors = d_errors.download(1)[0];
 	std::vector<unsigned long long> l = lat.download(npieces);
 	run.latency_ns.assign(l.begin(), l.end());
+	if (stamps) {
+		l = t_start.download(npieces);
+		run.start_ns.assign(l.begin(), l.end());
+		l = t_pub.download(npieces);
+		run.published_ns.assign(l.begin(), l.end());
+		l = t_end.download(npieces);
+		run.end_ns.assign(l.begin(), l.end());
+	}
 	return run;
+}
+
+DeviceImage::DeviceImage(std::uint64_t bytes)
+{
+	check(cudaMalloc(&p_, bytes ? bytes : 1), "cudaMalloc");
+	pattern_kernel<<<1024, 256>>>(p_, bytes);
+	check(cudaGetLastError(), "launch");
+	check(cudaDeviceSynchronize(), "pattern_kernel");
+}
+
+DeviceImage::~DeviceImage()
+{
+	cudaFree(p_);
+}
+
+IoRun write_pieces(const GpuQueue &q, std::uint32_t file, const std::vector<IoPiece> &pieces,
+		   const DeviceImage &image, const std::vector<std::uint64_t> &warp_buffers,
+		   std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes)
+{
+	DeviceArray<IoPiece> d_pieces(pieces.size());
+	d_pieces.upload(pieces.data(), pieces.size());
+	DeviceArray<unsigned long long> d_bufs(warp_buffers.size()), next(1), d_errors(1);
+	d_bufs.upload(reinterpret_cast<const unsigned long long *>(warp_buffers.data()),
+		      warp_buffers.size());
+	WriteArgs a{q.get(),  file,  d_pieces.p, pieces.size(), next.p,
+		    d_bufs.p, slice, lanes,	 image.get(),	d_errors.p};
+	auto t0 = std::chrono::steady_clock::now();
+	write_pieces_kernel<<<blocks, warps * 32>>>(a);
+	check(cudaGetLastError(), "launch");
+	check(cudaDeviceSynchronize(), "write_pieces_kernel");
+	IoRun run;
+	run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+	run.requests = pieces.size();
+	for (const IoPiece &p : pieces)
+		run.bytes += p.length;
+	run.errors = d_errors.download(1)[0];
+	return run;
+}
+
+ClockSync clock_sync(unsigned samples)
+{
+	unsigned long long *host = nullptr;
+	check(cudaHostAlloc(reinterpret_cast<void **>(&host), 2 * sizeof(*host),
+			    cudaHostAllocMapped),
+	      "cudaHostAlloc");
+	host[0] = host[1] = 0;
+	unsigned long long *dev = nullptr;
+	ClockSync out;
+	try {
+		check(cudaHostGetDevicePointer(reinterpret_cast<void **>(&dev), host, 0),
+		      "cudaHostGetDevicePointer");
+		DeviceArray<unsigned long long> stamps(samples);
+		clock_kernel<<<1, 1>>>(dev, dev + 1, stamps.p, samples);
+		check(cudaGetLastError(), "launch");
+		std::vector<std::int64_t> h0(samples), h1(samples);
+		auto now = [] {
+			return static_cast<std::int64_t>(
+				std::chrono::duration_cast<std::chrono::nanoseconds>(
+					std::chrono::steady_clock::now().time_since_epoch())
+					.count());
+		};
+		volatile unsigned long long *ping = host, *pong = host + 1;
+		for (unsigned i = 1; i <= samples; i++) {
+			h0[i - 1] = now();
+			*ping = i;
+			while (*pong != i) {
+			}
+			h1[i - 1] = now();
+		}
+		check(cudaDeviceSynchronize(), "clock_kernel");
+		std::vector<unsigned long long> g = stamps.download(samples);
+		std::uint64_t best = ~0ull;
+		for (unsigned i = 0; i < samples; i++) {
+			const auto rtt = static_cast<std::uint64_t>(h1[i] - h0[i]);
+			if (rtt < best) {
+				best = rtt;
+				out.offset_ns =
+					static_cast<std::int64_t>(g[i]) - (h0[i] + h1[i]) / 2;
+			}
+		}
+		out.uncertainty_ns = best / 2;
+		out.samples = samples;
+	} catch (...) {
+		cudaFreeHost(host);
+		throw;
+	}
+	cudaFreeHost(host);
+	return out;
 }
 
 } // namespace svmbatch::device

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The GPU side of gpu_io_loop and the GPU I/O benchmark: kernels that read
-// a file through an IoLoop with <svmbatch/gpu_io/device.cuh> (gpu_io_kernels.cu).
+// The GPU side of gpu_io_loop, the GPU I/O benchmark and the device tests:
+// kernels that read and write a file through an IoLoop with
+// <svmbatch/gpu_io/device.cuh> (gpu_io_kernels.cu).
 // Plain C++ here, so that the C++20 host programs need no nvcc.
 #pragma once
 
@@ -30,7 +31,9 @@ struct IoPiece {
 /// memory; freed on destruction.
 class GpuQueue {
 public:
-	explicit GpuQueue(const svmbatch_io_queue &ring, std::uint32_t max_poll_ns = 8192);
+	/// Polling: see svmbatch_gpu_queue (gpu_io/ring.h).
+	explicit GpuQueue(const svmbatch_io_queue &ring, std::uint32_t max_poll_ns = 8192,
+			  std::uint32_t fast_poll_ns = 20000);
 	GpuQueue(const GpuQueue &) = delete;
 	GpuQueue &operator=(const GpuQueue &) = delete;
 	GpuQueue(GpuQueue &&) = delete;
@@ -61,6 +64,10 @@ struct IoRun {
 	double seconds = 0;
 	std::uint64_t requests = 0, bytes = 0, errors = 0;
 	std::vector<std::uint64_t> latency_ns; ///< per request, publish to completion
+	/// With stamps: per request, the GPU's globaltimer before
+	/// svmbatch_read(), after it returned (published), and after
+	/// svmbatch_wait() returned.
+	std::vector<std::uint64_t> start_ns, published_ns, end_ns;
 };
 
 /// The benchmark's kernel: like read_and_checksum, every piece of `size`
@@ -70,6 +77,48 @@ struct IoRun {
 /// svmbatch_read() to after svmbatch_wait().
 IoRun read_pieces(const GpuQueue &q, std::uint32_t file, std::uint64_t file_bytes,
 		  std::uint64_t size, const std::vector<std::uint64_t> &warp_buffers,
-		  std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes, bool copy);
+		  std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes, bool copy,
+		  bool stamps = false);
+
+/// The file's bytes in device memory: io_pattern(0 .. bytes), freed on
+/// destruction.
+class DeviceImage {
+public:
+	explicit DeviceImage(std::uint64_t bytes);
+	DeviceImage(const DeviceImage &) = delete;
+	DeviceImage &operator=(const DeviceImage &) = delete;
+	DeviceImage(DeviceImage &&) = delete;
+	DeviceImage &operator=(DeviceImage &&) = delete;
+	~DeviceImage();
+	const std::uint8_t *get() const noexcept { return p_; }
+
+private:
+	std::uint8_t *p_ = nullptr;
+};
+
+/// A persistent kernel of `blocks` x `warps` warps writes the file: the
+/// warps take `lanes` pieces at a time from a shared counter, copy each
+/// piece's bytes from image (device memory, at the piece's offset) into
+/// its slice (slice bytes, at lane * slice) of the warp's buffer (buffer
+/// w of the loop's registration, at device address warp_buffers[w]), and
+/// each lane asks for its piece with svmbatch_write() and waits.  *errors
+/// counts the writes that did not complete with all their bytes.  The
+/// kernel's time in IoRun::seconds.
+IoRun write_pieces(const GpuQueue &q, std::uint32_t file, const std::vector<IoPiece> &pieces,
+		   const DeviceImage &image, const std::vector<std::uint64_t> &warp_buffers,
+		   std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes);
+
+/// The GPU's globaltimer against the host's steady_clock: offset_ns is
+/// globaltimer - steady_clock at the same moment, found by ping-pong
+/// through mapped host memory (host stamps h0, writes; the GPU stamps g
+/// and answers; host stamps h1): of `samples` round trips, the shortest
+/// gives offset = g - (h0 + h1) / 2, within +- its round trip / 2
+/// (uncertainty_ns).
+struct ClockSync {
+	std::int64_t offset_ns = 0;
+	std::uint64_t uncertainty_ns = 0;
+	std::uint64_t samples = 0;
+};
+ClockSync clock_sync(unsigned samples);
 
 } // namespace svmbatch::device

@@ -8,19 +8,25 @@
 #include <cuda_runtime.h>
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <memory>
 #include <optional>
 #include <random>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include <svmbatch/all.hpp>
 
 #include "expect_error.hpp"
 #include "gpu_checksum.hpp"
+#include "gpu_io_kernels.hpp"
 
 namespace svmbatch {
 namespace {
@@ -221,6 +227,103 @@ TEST_F(CudaDevice, ReadOnlyFileMemoryMapsForReading)
 	::munmap(p, data.size());
 	::close(fd);
 	::unlink(path);
+}
+
+/* GPU-driven writes (svmbatch_write()): a persistent kernel, one block per
+ * SM x 4 warps, writes a 4 GiB file in tmpfs in 1 B .. 64 KiB pieces
+ * (random sizes, covering it), copying each from device memory into its
+ * warp's mapped buffer first; every write completes once with all its
+ * bytes, and the file read back on the CPU is the image byte for byte. */
+TEST_F(CudaDevice, AKernelWritesAFourGiBFileInPiecesReadBackByteForByte)
+{
+	constexpr std::uint64_t bytes = std::uint64_t{4} << 30, max_piece = 64 << 10;
+	constexpr unsigned warps = 4;
+	cudaDeviceProp prop{};
+	ASSERT_EQ(cudaGetDeviceProperties(&prop, 0), cudaSuccess);
+	const auto blocks = static_cast<unsigned>(prop.multiProcessorCount);
+	const unsigned nwarps = blocks * warps;
+
+	char path[] = "/dev/shm/svmbatch-gpu-write-XXXXXX";
+	int fd = ::mkstemp(path);
+	ASSERT_GE(fd, 0);
+	::unlink(path);
+	std::vector<device::IoPiece> pieces;
+	std::mt19937_64 rng(23);
+	for (std::uint64_t off = 0; off < bytes;) {
+		const std::uint64_t len = std::min(bytes - off, 1 + rng() % max_piece);
+		pieces.push_back({off, len});
+		off += len;
+	}
+	const std::size_t buf_len = 32 * max_piece;
+	test::MappedPages mem(nwarps * buf_len / page);
+	ASSERT_NE(mem.p, nullptr);
+	std::vector<Buffer> bufs;
+	for (unsigned w = 0; w < nwarps; w++)
+		bufs.push_back({mem.p + std::size_t{w} * buf_len, buf_len});
+	Registration reg = ctx_->register_buffers(bufs);
+	GpuMapping gpu = cuda_->map(reg);
+	IoLoopOptions lo;
+	lo.slots = 32768;
+	lo.gpu = &*cuda_;
+	IoLoop loop(*ctx_, reg, lo);
+	const std::uint32_t file = loop.add_file(fd);
+	device::IoRun run;
+	{
+		device::DeviceImage image(bytes);
+		device::GpuQueue q(loop.device_queue());
+		run = device::write_pieces(q, file, pieces, image,
+					   std::vector<std::uint64_t>(gpu.addresses().begin(),
+								      gpu.addresses().end()),
+					   max_piece, blocks, warps, 32);
+	}
+	loop.stop();
+	const IoLoopStats st = loop.stats();
+	std::printf("# %zu pieces written by the GPU in %.2f s (%.2f GB/s); pump: %llu "
+		    "completed, %llu failed, %llu deferred\n",
+		    pieces.size(), run.seconds, static_cast<double>(bytes) / run.seconds / 1e9,
+		    static_cast<unsigned long long>(st.completed),
+		    static_cast<unsigned long long>(st.failed),
+		    static_cast<unsigned long long>(st.deferred));
+	EXPECT_EQ(run.errors, 0u);
+	EXPECT_EQ(st.completed, pieces.size());
+	EXPECT_EQ(st.failed, 0u);
+	EXPECT_EQ(st.bytes, bytes);
+
+	struct stat sb {};
+	ASSERT_EQ(::fstat(fd, &sb), 0);
+	EXPECT_EQ(static_cast<std::uint64_t>(sb.st_size), bytes);
+	/* Byte for byte, on every core: the first mismatch of each chunk. */
+	constexpr std::uint64_t chunk = 64 << 20;
+	std::atomic<std::uint64_t> next{0}, mismatched{0}, first_bad{~std::uint64_t{0}};
+	std::vector<std::thread> threads;
+	for (unsigned t = 0; t < std::max(1u, std::thread::hardware_concurrency()); t++)
+		threads.emplace_back([&] {
+			std::vector<std::uint8_t> buf(chunk);
+			for (std::uint64_t c; (c = next.fetch_add(chunk)) < bytes;) {
+				const std::uint64_t n = std::min(chunk, bytes - c);
+				if (::pread(fd, buf.data(), n, static_cast<off_t>(c)) !=
+				    static_cast<ssize_t>(n)) {
+					mismatched += n;
+					continue;
+				}
+				for (std::uint64_t k = 0; k < n; k++)
+					if (buf[k] != device::io_pattern(c + k)) {
+						mismatched++;
+						std::uint64_t cur = first_bad.load();
+						while (c + k < cur &&
+						       !first_bad.compare_exchange_weak(cur,
+											c + k)) {
+						}
+					}
+			}
+		});
+	for (auto &t : threads)
+		t.join();
+	EXPECT_EQ(mismatched.load(), 0u) << "first bad byte at " << first_bad.load();
+	std::printf("# read back: %llu of %llu bytes differ from the image\n",
+		    static_cast<unsigned long long>(mismatched.load()),
+		    static_cast<unsigned long long>(bytes));
+	::close(fd);
 }
 
 } // namespace
