@@ -2,28 +2,39 @@
 // GPU-driven I/O against a host-driven pipeline, on the GPU machine
 // (tools/device/run.sh): JSON on stdout, progress on stderr.
 //
-// For requests of 4 KiB, 64 KiB and 1 MiB of a file in the page cache
-// (tmpfs):
+// Reads, for requests of 4 KiB, 64 KiB and 1 MiB of a file in the page
+// cache (tmpfs):
 //  - loop: a persistent kernel (one block per SM) asks for every piece with
-//    svmbatch_read(), an IoLoop's pump reads it with READ_FIXED into the
-//    warp's registered, GPU-mapped buffer, svmbatch_wait() returns, and the
-//    warp copies the piece into device memory (so the bytes cross PCIe, as
-//    the pipeline's copies do).  Requests/s, GB/s, and each request's
+//    svmbatch_read(), an IoLoop's I/O threads read it with READ_FIXED into
+//    the warp's registered, GPU-mapped buffer, svmbatch_wait() returns, and
+//    the warp copies the piece into device memory (so the bytes cross PCIe,
+//    as the pipeline's copies do).  Requests/s, GB/s, and each request's
 //    latency from publish to completion (GPU globaltimer).
 //  - host pipeline: a Reader reads the same pieces into registered host
 //    buffers, a batch at a time, and one cudaMemcpyAsync per batch copies
 //    the batch's pieces (contiguous in the staging buffers and in device
 //    memory) on four streams while the next batch is read.  It has no
 //    per-request latency: its rows carry none (no p50/p99 members).
+// One request in flight (one warp, one lane, 4 KiB), with where its time
+// goes: the GPU's globaltimer stamps (before svmbatch_read, after it
+// returned, after svmbatch_wait returned) and the pump's host stamps
+// (IoLoopOptions::trace: taken from the ring, submitted, transfer reaped,
+// completion published), on one clock through a ping-pong calibration.
+// The pump's CPU use while idle.
+// Writes of 1 MiB pieces to a file in tmpfs: the loop (the warp copies the
+// piece from device memory into its mapped buffer, svmbatch_write(), wait)
+// against the host pipeline (cudaMemcpyAsync into registered staging
+// buffers, then a Writer's WRITE_FIXED of the batch, overlapped).
 //
 //   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N] [--warps N]
 //                [--sizes BYTES] [--io-threads N] [--max-batch N] [--spin-us N]
-//                [--poll-ns N] [--machine TEXT] [--commit TEXT]
+//                [--poll-ns N] [--fast-poll-ns N] [--machine TEXT] [--commit TEXT]
 //
 // --small-gib is the file for 4 KiB requests (a million requests a GiB).
 #include <cuda_runtime_api.h>
 
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -59,10 +70,11 @@ using svmbatch::bench::check;
 using svmbatch::bench::DeviceBuffer;
 
 /// The pump's options (--io-threads, --max-batch, --spin-us), the GPU's
-/// longest sleep between polls (--poll-ns), and the machine (--machine).
+/// polling (--poll-ns, --fast-poll-ns), and the machine (--machine).
 struct Tuning {
 	svmbatch::IoLoopOptions loop;
-	std::uint32_t max_poll_ns = 8192;
+	std::uint32_t max_poll_ns = SVMBATCH_GPU_MAX_POLL_NS;
+	std::uint32_t fast_poll_ns = SVMBATCH_GPU_FAST_POLL_NS;
 	std::string machine = "unnamed";
 	std::string commit = "unknown";
 };
@@ -128,34 +140,54 @@ struct Measured {
 	std::uint64_t requests = 0, errors = 0;
 };
 
-/// The loop: one registration of one 2 MiB buffer per warp, one IoLoop.
+/// The GPU-mapped buffers of the loop: one registration of one 2 MiB
+/// buffer per warp.
+struct WarpBuffers {
+	static constexpr std::size_t buf_len = 2 << 20;
+	WarpBuffers(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, unsigned nwarps)
+		: mem(std::size_t{nwarps} * buf_len)
+	{
+		for (unsigned w = 0; w < nwarps; w++)
+			bufs.push_back({mem.get() + std::size_t{w} * buf_len, buf_len});
+		reg.emplace(ctx.register_buffers(bufs));
+		gpu = cuda.map(*reg);
+		dptr.assign(gpu.addresses().begin(), gpu.addresses().end());
+	}
+	AnonMemory mem;
+	std::vector<svmbatch::Buffer> bufs;
+	std::optional<svmbatch::Registration> reg;
+	svmbatch::GpuMapping gpu;
+	std::vector<std::uint64_t> dptr;
+};
+
+svmbatch::IoLoopOptions loop_options(const Tuning &tune, svmbatch::CudaBackend &cuda)
+{
+	svmbatch::IoLoopOptions lo = tune.loop;
+	lo.slots = 32768;
+	lo.gpu = &cuda;
+	return lo;
+}
+
+/// The loop's reads.
 Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 		  std::uint64_t file_len, std::uint64_t size, unsigned blocks, unsigned warps,
 		  unsigned max_lanes, bool copy, int reps, const Tuning &tune)
 {
-	constexpr std::size_t buf_len = 2 << 20;
 	const unsigned nwarps = blocks * warps;
 	const auto lanes = static_cast<unsigned>(
-		std::min<std::uint64_t>(max_lanes, std::min<std::uint64_t>(32, buf_len / size)));
-	AnonMemory mem(std::size_t{nwarps} * buf_len);
-	std::vector<svmbatch::Buffer> bufs;
-	for (unsigned w = 0; w < nwarps; w++)
-		bufs.push_back({mem.get() + std::size_t{w} * buf_len, buf_len});
-	svmbatch::Registration reg = ctx.register_buffers(bufs);
-	svmbatch::GpuMapping gpu = cuda.map(reg);
-	std::vector<std::uint64_t> dptr(gpu.addresses().begin(), gpu.addresses().end());
+		std::min<std::uint64_t>(max_lanes,
+					std::min<std::uint64_t>(32, WarpBuffers::buf_len / size)));
+	WarpBuffers wb(ctx, cuda, nwarps);
 
 	Measured m;
 	for (int r = 0; r < reps; r++) {
-		svmbatch::IoLoopOptions lo = tune.loop;
-		lo.slots = 32768;
-		lo.gpu = &cuda;
-		svmbatch::IoLoop loop(ctx, reg, lo);
+		svmbatch::IoLoop loop(ctx, *wb.reg, loop_options(tune, cuda));
 		std::uint32_t file = loop.add_file(fd);
-		svmbatch::device::GpuQueue q(loop.device_queue(), tune.max_poll_ns);
+		svmbatch::device::GpuQueue q(loop.device_queue(), tune.max_poll_ns,
+					     tune.fast_poll_ns);
 		svmbatch::device::IoRun run = svmbatch::device::read_pieces(q, file, file_len, size,
-									    dptr, size, blocks,
-									    warps, lanes, true);
+									    wb.dptr, size, blocks,
+									    warps, lanes, copy);
 		loop.stop();
 		m.gbps.push_back(static_cast<double>(run.bytes) / run.seconds / 1e9);
 		m.rps.push_back(static_cast<double>(run.requests) / run.seconds);
@@ -165,16 +197,274 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 			m.p50_us = percentile_us(run.latency_ns, 0.50);
 			m.p99_us = percentile_us(run.latency_ns, 0.99);
 		}
-		std::fprintf(
-			stderr,
-			"  loop %7llu B, %u x %u warps x %u lanes%s: %.2f GB/s, %.0f requests/s, "
-			"p50 %.1f us, p99 %.1f us (%llu batches)\n",
-			static_cast<unsigned long long>(size), blocks, warps, lanes,
-			copy ? ", copied to device memory" : "", m.gbps.back(), m.rps.back(),
-			percentile_us(run.latency_ns, 0.5).value_or(-1),
-			percentile_us(run.latency_ns, 0.99).value_or(-1),
-			static_cast<unsigned long long>(loop.stats().batches));
+		std::fprintf(stderr,
+			     "  loop %7llu B, %u x %u warps x %u lanes%s: %.2f GB/s, %.0f "
+			     "requests/s, p50 %.1f us, p99 %.1f us\n",
+			     static_cast<unsigned long long>(size), blocks, warps, lanes,
+			     copy ? ", copied to device memory" : "", m.gbps.back(), m.rps.back(),
+			     percentile_us(run.latency_ns, 0.5).value_or(-1),
+			     percentile_us(run.latency_ns, 0.99).value_or(-1));
 	}
+	return m;
+}
+
+/// One request in flight: latency, and where it goes.
+struct OneRequest {
+	Measured m;
+	std::string breakdown_json;
+};
+
+/// p50 and p99 of the differences b[i] - a[i] (ns, on one clock), in us.
+std::string step_json(const char *name, const std::vector<std::int64_t> &d)
+{
+	std::vector<std::int64_t> v = d;
+	std::sort(v.begin(), v.end());
+	auto at = [&](double p) {
+		return static_cast<double>(
+			       v[static_cast<std::size_t>(p * static_cast<double>(v.size() - 1))]) /
+		       1e3;
+	};
+	char buf[160];
+	std::snprintf(buf, sizeof(buf), R"("%s": {"p50_us": %.3f, "p99_us": %.3f})", name, at(0.5),
+		      at(0.99));
+	return buf;
+}
+
+OneRequest run_one(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd, const Tuning &tune)
+{
+	constexpr std::uint64_t n = 20000, size = 4096;
+	WarpBuffers wb(ctx, cuda, 1);
+	std::vector<svmbatch::IoLoopTimes> trace(n);
+	svmbatch::IoLoopOptions lo = loop_options(tune, cuda);
+	lo.trace = trace;
+	const svmbatch::device::ClockSync before = svmbatch::device::clock_sync(2000);
+	svmbatch::device::IoRun run;
+	{
+		svmbatch::IoLoop loop(ctx, *wb.reg, lo);
+		std::uint32_t file = loop.add_file(fd);
+		svmbatch::device::GpuQueue q(loop.device_queue(), tune.max_poll_ns,
+					     tune.fast_poll_ns);
+		run = svmbatch::device::read_pieces(q, file, n * size, size, wb.dptr, size, 1, 1, 1,
+						    false, true);
+		loop.stop();
+	}
+	const svmbatch::device::ClockSync after = svmbatch::device::clock_sync(2000);
+	OneRequest o;
+	o.m.gbps.push_back(static_cast<double>(run.bytes) / run.seconds / 1e9);
+	o.m.rps.push_back(static_cast<double>(run.requests) / run.seconds);
+	o.m.requests = run.requests;
+	o.m.errors = run.errors;
+	o.m.p50_us = percentile_us(run.latency_ns, 0.50);
+	o.m.p99_us = percentile_us(run.latency_ns, 0.99);
+	// One warp, one lane: request i is ticket i.  Host stamps onto the
+	// GPU's clock with the calibration's offset (the mean of the two).
+	const std::int64_t off = (before.offset_ns + after.offset_ns) / 2;
+	std::vector<std::int64_t> claim, to_pump, to_submit, transfer, to_publish, to_gpu, total;
+	for (std::uint64_t i = 0; i < n; i++) {
+		const svmbatch::IoLoopTimes &t = trace[i];
+		auto g = [&](std::uint64_t host_ns) {
+			return static_cast<std::int64_t>(host_ns) + off;
+		};
+		const auto start = static_cast<std::int64_t>(run.start_ns[i]);
+		const auto pub = static_cast<std::int64_t>(run.published_ns[i]);
+		const auto end = static_cast<std::int64_t>(run.end_ns[i]);
+		claim.push_back(pub - start);
+		to_pump.push_back(g(t.seen_ns) - pub);
+		to_submit.push_back(static_cast<std::int64_t>(t.submitted_ns - t.seen_ns));
+		transfer.push_back(static_cast<std::int64_t>(t.done_ns - t.submitted_ns));
+		to_publish.push_back(static_cast<std::int64_t>(t.completed_ns - t.done_ns));
+		to_gpu.push_back(end - g(t.completed_ns));
+		total.push_back(end - start);
+	}
+	char cal[256];
+	std::snprintf(cal, sizeof(cal),
+		      "\"clock\": {\"offset_ns_before\": %lld, \"offset_ns_after\": %lld, "
+		      "\"uncertainty_us\": %.2f}",
+		      static_cast<long long>(before.offset_ns),
+		      static_cast<long long>(after.offset_ns),
+		      static_cast<double>(std::max(before.uncertainty_ns, after.uncertainty_ns)) /
+			      1e3);
+	o.breakdown_json = "{" + step_json("gpu_claim_and_publish", claim) + ", " +
+			   step_json("publish_to_pump_sees_it", to_pump) + ", " +
+			   step_json("pump_sees_to_read_submitted", to_submit) + ", " +
+			   step_json("read_submitted_to_read_done", transfer) + ", " +
+			   step_json("read_done_to_completion_published", to_publish) + ", " +
+			   step_json("completion_published_to_gpu_sees_it", to_gpu) + ", " +
+			   step_json("total", total) + ", " + cal + "}";
+	std::fprintf(stderr, "  one request in flight: p50 %.2f us, p99 %.2f us\n  breakdown %s\n",
+		     o.m.p50_us.value_or(-1), o.m.p99_us.value_or(-1), o.breakdown_json.c_str());
+	return o;
+}
+
+/// The pump's CPU use while nothing is asked: the process's CPU time over
+/// two seconds of an idle loop (its I/O threads asleep, the pump parked),
+/// in percent of one core.
+double idle_cpu_percent(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, const Tuning &tune,
+			std::uint64_t *parks_per_s)
+{
+	auto cpu_s = [] {
+		rusage ru{};
+		::getrusage(RUSAGE_SELF, &ru);
+		return static_cast<double>(ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) +
+		       static_cast<double>(ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) / 1e6;
+	};
+	WarpBuffers wb(ctx, cuda, 1);
+	svmbatch::IoLoop loop(ctx, *wb.reg, loop_options(tune, cuda));
+	std::this_thread::sleep_for(std::chrono::milliseconds(200));
+	const double c0 = cpu_s();
+	const std::uint64_t p0 = loop.stats().parks;
+	const auto t0 = Clock::now();
+	std::this_thread::sleep_for(std::chrono::seconds(2));
+	const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+	const double pct = (cpu_s() - c0) / secs * 100;
+	*parks_per_s =
+		static_cast<std::uint64_t>(static_cast<double>(loop.stats().parks - p0) / secs);
+	std::fprintf(stderr, "  idle loop: %.2f%% of a core, %llu parks/s\n", pct,
+		     static_cast<unsigned long long>(*parks_per_s));
+	return pct;
+}
+
+/// A file in dir, unlinked, empty.
+int empty_file(const std::string &dir)
+{
+	std::string path = dir + "/svmbatch-gpu-io-write-XXXXXX";
+	int fd = ::mkstemp(path.data());
+	if (fd < 0)
+		throw std::system_error(errno, std::generic_category(), path);
+	::unlink(path.c_str());
+	return fd;
+}
+
+/// The loop's writes: the kernel writes file_len bytes in pieces of size,
+/// each rep into a file truncated to 0 first.
+Measured run_loop_write(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
+			const svmbatch::device::DeviceImage &image, std::uint64_t file_len,
+			std::uint64_t size, unsigned blocks, unsigned warps, int reps,
+			const Tuning &tune)
+{
+	const auto lanes =
+		static_cast<unsigned>(std::min<std::uint64_t>(32, WarpBuffers::buf_len / size));
+	WarpBuffers wb(ctx, cuda, blocks * warps);
+	std::vector<svmbatch::device::IoPiece> pieces;
+	for (std::uint64_t off = 0; off + size <= file_len; off += size)
+		pieces.push_back({off, size});
+	Measured m;
+	for (int r = 0; r < reps; r++) {
+		if (::ftruncate(fd, 0) != 0)
+			throw std::system_error(errno, std::generic_category(), "ftruncate");
+		svmbatch::IoLoop loop(ctx, *wb.reg, loop_options(tune, cuda));
+		std::uint32_t file = loop.add_file(fd);
+		svmbatch::device::GpuQueue q(loop.device_queue(), tune.max_poll_ns,
+					     tune.fast_poll_ns);
+		svmbatch::device::IoRun run = svmbatch::device::write_pieces(q, file, pieces, image,
+									     wb.dptr, size, blocks,
+									     warps, lanes);
+		loop.stop();
+		m.gbps.push_back(static_cast<double>(run.bytes) / run.seconds / 1e9);
+		m.rps.push_back(static_cast<double>(run.requests) / run.seconds);
+		m.requests = run.requests;
+		m.errors += run.errors;
+		std::fprintf(stderr, "  loop write %7llu B, %u x %u warps x %u lanes: %.2f GB/s\n",
+			     static_cast<unsigned long long>(size), blocks, warps, lanes,
+			     m.gbps.back());
+	}
+	// The last rep's file, byte for byte at 64 places: the image's bytes.
+	for (std::uint64_t k = 0; k < 64; k++) {
+		const std::uint64_t off = (file_len / 64) * k + k * 4099 % (file_len / 64);
+		std::uint8_t b = 0;
+		if (::pread(fd, &b, 1, static_cast<off_t>(off)) != 1 || b != io_pattern(off))
+			m.errors++;
+	}
+	return m;
+}
+
+/// The host pipeline of writes: batch j (a group's worth of pieces) is
+/// copied from device memory into its group's staging buffers by one
+/// cudaMemcpyAsync, then written with WRITE_FIXED by a Writer while the
+/// next batches are copied; a group is copied into again once its write
+/// ended.
+Measured run_host_write(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
+			const svmbatch::device::DeviceImage &image, std::uint64_t file_len,
+			std::uint64_t size, int reps)
+{
+	constexpr std::size_t groups = 4, streams = 4;
+	const std::size_t nbuf = std::min<std::size_t>(8192, (256u << 20) / size);
+	const std::size_t per_group = nbuf / groups;
+	AnonMemory mem(nbuf * size);
+	std::vector<svmbatch::Buffer> bufs;
+	for (std::size_t i = 0; i < nbuf; i++)
+		bufs.push_back({mem.get() + i * size, size});
+	svmbatch::Registration reg = ctx.register_buffers(bufs);
+	svmbatch::GpuMapping pinned = cuda.map(reg);
+	io_uring ring{};
+	if (io_uring_queue_init(256, &ring, 0) < 0)
+		throw std::runtime_error("io_uring_queue_init");
+	cudaStream_t s[streams];
+	cudaEvent_t ev[groups];
+	for (auto &x : s)
+		check(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking), "cudaStreamCreate");
+	for (auto &e : ev)
+		check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+	Measured m;
+	{
+		svmbatch::FixedBuffers fixed = register_fixed(reg, ring);
+		svmbatch::Writer writer(ring, fixed);
+		const std::uint64_t pieces = file_len / size;
+		const std::size_t nbatch = (pieces + per_group - 1) / per_group;
+		auto batch = [&](std::size_t j) {
+			std::vector<svmbatch::IoRequest> rq;
+			for (std::uint64_t c = j * per_group;
+			     c < std::min(pieces, (j + 1) * per_group); c++)
+				rq.push_back({fd, c * size, size,
+					      (j % groups) * per_group + c % per_group, 0});
+			return rq;
+		};
+		for (int r = 0; r < reps; r++) {
+			if (::ftruncate(fd, 0) != 0)
+				throw std::system_error(errno, std::generic_category(),
+							"ftruncate");
+			auto t0 = Clock::now();
+			std::deque<svmbatch::IoBatch> writing; // batches j - writing.size() .. j - 1
+			auto finish_one = [&] {
+				for (const svmbatch::IoResult &res : writing.front().wait())
+					m.errors += res.err != 0;
+				writing.pop_front();
+			};
+			auto start_write = [&](std::size_t j) {
+				check(cudaEventSynchronize(ev[j % groups]), "cudaEventSynchronize");
+				writing.push_back(writer.start(batch(j)));
+			};
+			for (std::size_t j = 0; j < nbatch; j++) {
+				// Group j % groups was batch j - groups's: written first.
+				while (writing.size() >= groups - 1)
+					finish_one();
+				const std::vector<svmbatch::IoRequest> rq = batch(j);
+				check(cudaMemcpyAsync(bufs[rq.front().buffer].ptr,
+						      image.get() + rq.front().file_offset,
+						      rq.size() * size, cudaMemcpyDeviceToHost,
+						      s[j % streams]),
+				      "cudaMemcpyAsync");
+				check(cudaEventRecord(ev[j % groups], s[j % streams]),
+				      "cudaEventRecord");
+				if (j >= 1)
+					start_write(j - 1);
+			}
+			start_write(nbatch - 1);
+			while (!writing.empty())
+				finish_one();
+			double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+			m.gbps.push_back(static_cast<double>(pieces * size) / secs / 1e9);
+			m.rps.push_back(static_cast<double>(pieces) / secs);
+			m.requests = pieces;
+			std::fprintf(stderr, "  host write %7llu B: %.2f GB/s\n",
+				     static_cast<unsigned long long>(size), m.gbps.back());
+		}
+	}
+	for (auto &e : ev)
+		cudaEventDestroy(e);
+	for (auto &x : s)
+		cudaStreamDestroy(x);
+	io_uring_queue_exit(&ring);
 	return m;
 }
 
@@ -298,18 +588,45 @@ std::string number_or_null(const std::optional<double> &v)
 
 const char *const method =
 	"{\"loop\": \"a persistent kernel (one block per SM, --warps warps each, up to 32 "
-	"lanes a warp) asks for every piece of the file with svmbatch_read(), an IoLoop pump "
-	"reads it with READ_FIXED into the warp's registered GPU-mapped 2 MiB buffer, the warp "
-	"copies it to device memory; rate over the whole kernel run; latency from publish to "
-	"completion on the GPU's globaltimer, percentiles of the last rep\", "
+	"lanes a warp) asks for every piece of the file with svmbatch_read(), an IoLoop "
+	"reads it with READ_FIXED on one of its I/O threads' rings into the warp's "
+	"registered GPU-mapped 2 MiB buffer, the warp copies it to device memory; rate over "
+	"the whole kernel run; latency from publish to completion on the GPU's globaltimer, "
+	"percentiles of the last rep\", "
 	"\"loop_no_copy\": \"the same, the warp not reading the delivered bytes\", "
 	"\"host_pipeline\": \"a Reader (READ_FIXED) reads a batch of pieces (a quarter of "
 	"up to 8192 staging buffers, 256 MiB at most) while one cudaMemcpyAsync per earlier "
 	"batch (its pieces are contiguous in staging and device memory) runs on one of four "
 	"streams; rate from the first read to the last copy's end; no per-request latency\", "
 	"\"one_request_in_flight\": \"one warp, one lane: 20000 4 KiB requests one after "
-	"another, no copy\", \"files\": \"tmpfs (--dir), pattern bytes, in the page "
-	"cache\", \"figures\": \"medians of --reps runs\"}";
+	"another, no copy; latency from before svmbatch_read() to after svmbatch_wait() "
+	"returned (globaltimer)\", "
+	"\"latency_breakdown\": \"per request of one_request_in_flight, p50 and p99 of each "
+	"step: the GPU stamps (globaltimer) before svmbatch_read(), after it returned (the "
+	"request published: its seq store issued) and after svmbatch_wait() returned; the "
+	"pump stamps (steady_clock, IoLoopOptions::trace) when it took the request from its "
+	"slot, when its read went to io_uring, when the read's completion was reaped, and "
+	"when the completion's seq was stored; host stamps are moved onto the GPU's clock by "
+	"the mean of two calibrations (before and after the run), each the offset "
+	"globaltimer - (h0 + h1) / 2 of the shortest of 2000 round trips (the host stamps "
+	"h0 and writes a ping into mapped host memory, a one-thread kernel stamps "
+	"globaltimer when it sees it and answers, the host stamps h1); the steps that cross "
+	"the clocks (publish to pump, completion to GPU) are within the calibration's "
+	"uncertainty (clock.uncertainty_us), the others are on one clock; the steps' "
+	"medians need not add up to the total's\", "
+	"\"pump_idle\": \"an IoLoop with nothing asked: the process's CPU time (getrusage) "
+	"over 2 s after 200 ms idle, in percent of one core, and the pump's parks per "
+	"second\", "
+	"\"writes\": \"1 MiB pieces of a --gib file in --dir, truncated to 0 before each "
+	"rep; loop: the kernel's warps copy each piece from device memory into the warp's "
+	"mapped buffer and ask svmbatch_write() (WRITE_FIXED), 2 lanes a warp, rate over "
+	"the kernel run, 64 bytes of the last rep's file checked against the image; host "
+	"pipeline: one cudaMemcpyAsync per batch (a quarter of up to 256 staging buffers) "
+	"from device memory into registered staging buffers, then a Writer's WRITE_FIXED of "
+	"the batch while the next batches are copied, rate from the first copy to the last "
+	"write's end\", "
+	"\"files\": \"tmpfs (--dir), pattern bytes, in the page cache\", "
+	"\"figures\": \"medians of --reps runs\"}";
 
 int run(const std::string &dir, double gib, double small_gib, int reps, unsigned warps,
 	const Tuning &tune, const std::vector<std::uint64_t> &sizes)
@@ -328,6 +645,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 
 	std::string rows;
 	Measured loop1m, host1m, loop4k, host4k;
+	std::uint64_t errors = 0;
 	for (std::uint64_t size : sizes) {
 		const bool is_small = size == (4u << 10);
 		const int fd = is_small ? fd_small : fd_big;
@@ -339,6 +657,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		Measured d =
 			run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, false, reps, tune);
 		Measured h = run_host(ctx, cuda, fd, len, size, reps);
+		errors += l.errors + d.errors + h.errors;
 		rows += std::string(rows.empty() ? "" : ",\n") +
 			"    {\"request_bytes\": " + std::to_string(size) +
 			", \"file_bytes\": " + std::to_string(len) +
@@ -357,37 +676,64 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		}
 	}
 	// Latency without queueing: one warp, one request at a time.
-	Measured one = run_loop(ctx, cuda, fd_small, std::uint64_t{20000} * 4096, 4096, 1, 1, 1,
-				false, 1, tune);
+	OneRequest one = run_one(ctx, cuda, fd_small, tune);
+	errors += one.m.errors;
 	rows += ",\n    {\"request_bytes\": 4096, \"one_request_in_flight\": " +
-		measured_json(one) + "}";
+		measured_json(one.m) + ",\n     \"latency_breakdown\": " + one.breakdown_json + "}";
 	::close(fd_big);
 	::close(fd_small);
-	// Latencies: p50/p99_us_4KiB are one request's path (one in flight);
+	std::uint64_t parks_per_s = 0;
+	const double idle_pct = idle_cpu_percent(ctx, cuda, tune, &parks_per_s);
+	// Writes of 1 MiB pieces.
+	constexpr std::uint64_t wsize = 1 << 20;
+	Measured lw, hw;
+	{
+		svmbatch::device::DeviceImage image(big);
+		int fd_w = empty_file(dir);
+		lw = run_loop_write(ctx, cuda, fd_w, image, big, wsize, blocks, warps, reps, tune);
+		hw = run_host_write(ctx, cuda, fd_w, image, big, wsize, reps);
+		::close(fd_w);
+	}
+	errors += lw.errors + hw.errors;
+	rows += ",\n    {\"request_bytes\": " + std::to_string(wsize) +
+		", \"file_bytes\": " + std::to_string(big) +
+		", \"write_loop\": " + measured_json(lw) +
+		",\n     \"write_host_pipeline\": " + measured_json(hw) +
+		", \"loop_over_host\": " + std::to_string(median(lw.gbps) / median(hw.gbps)) + "}";
+	char idle[160];
+	std::snprintf(idle, sizeof(idle),
+		      "{\"cpu_percent_of_a_core\": %.3f, \"parks_per_s\": %llu, \"spin_us\": %lld, "
+		      "\"park_us\": %lld}",
+		      idle_pct, static_cast<unsigned long long>(parks_per_s),
+		      static_cast<long long>(tune.loop.spin.count()),
+		      static_cast<long long>(tune.loop.park.count()));
+	// Latencies: one_request_* are one request's path (one in flight);
 	// at full load (blocks x warps x 32 in flight) they are queueing.
 	const std::string header = svmbatch::bench_meta::header("gpu_io", tune.commit, prop.name,
 								svmbatch::mode_name(ctx.mode()),
 								method);
 	std::printf("{\n  %s,\n  \"machine_text\": %s,\n  \"sms\": %u,\n"
 		    "  \"warps_per_block\": %u,\n  \"dir\": %s,\n"
-		    "  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"results\": [\n%s\n  ],\n"
-		    "  \"summary\": {\"loop_1MiB_GBps\": %.3f, \"host_pipeline_1MiB_GBps\": %.3f, "
+		    "  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"fast_poll_ns\": %u,\n"
+		    "  \"io_threads\": %u,\n  \"pump_idle\": %s,\n  \"results\": [\n%s\n  ],\n"
+		    "  \"summary\": {\"one_request_p50_us\": %s, \"one_request_p99_us\": %s, "
 		    "\"loop_over_host_1MiB\": %.3f, \"loop_4KiB_rps\": %.0f, "
+		    "\"write_1MiB_GBps\": %.3f, \"host_write_1MiB_GBps\": %.3f, "
+		    "\"loop_1MiB_GBps\": %.3f, \"host_pipeline_1MiB_GBps\": %.3f, "
 		    "\"host_pipeline_4KiB_rps\": %.0f, \"loop_over_host_4KiB\": %.3f, "
-		    "\"p50_us_4KiB\": %s, \"p99_us_4KiB\": %s, \"p50_us_4KiB_full_load\": %s, "
-		    "\"p99_us_4KiB_full_load\": %s, \"in_flight_at_full_load\": %u, "
+		    "\"p50_us_4KiB_full_load\": %s, \"p99_us_4KiB_full_load\": %s, "
+		    "\"in_flight_at_full_load\": %u, \"pump_idle_cpu_percent\": %.3f, "
 		    "\"errors\": %llu}\n}\n",
 		    header.c_str(), svmbatch::json::quote(tune.machine).c_str(), blocks, warps,
-		    svmbatch::json::quote(dir).c_str(), reps, tune.max_poll_ns, rows.c_str(),
-		    median(loop1m.gbps), median(host1m.gbps),
-		    median(loop1m.gbps) / median(host1m.gbps), median(loop4k.rps),
-		    median(host4k.rps), median(loop4k.gbps) / median(host4k.gbps),
-		    number_or_null(one.p50_us).c_str(), number_or_null(one.p99_us).c_str(),
+		    svmbatch::json::quote(dir).c_str(), reps, tune.max_poll_ns, tune.fast_poll_ns,
+		    tune.loop.io.threads, idle, rows.c_str(), number_or_null(one.m.p50_us).c_str(),
+		    number_or_null(one.m.p99_us).c_str(), median(loop1m.gbps) / median(host1m.gbps),
+		    median(loop4k.rps), median(lw.gbps), median(hw.gbps), median(loop1m.gbps),
+		    median(host1m.gbps), median(host4k.rps),
+		    median(loop4k.gbps) / median(host4k.gbps),
 		    number_or_null(loop4k.p50_us).c_str(), number_or_null(loop4k.p99_us).c_str(),
-		    blocks * warps * 32,
-		    static_cast<unsigned long long>(loop1m.errors) + host1m.errors + loop4k.errors +
-			    host4k.errors);
-	return loop1m.errors + host1m.errors + loop4k.errors + host4k.errors ? 1 : 0;
+		    blocks * warps * 32, idle_pct, static_cast<unsigned long long>(errors));
+	return errors ? 1 : 0;
 }
 
 } // namespace
@@ -426,6 +772,9 @@ int main(int argc, char **argv)
 			tune.commit = argv[i + 1];
 		else if (opt == "--poll-ns")
 			tune.max_poll_ns =
+				static_cast<std::uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
+		else if (opt == "--fast-poll-ns")
+			tune.fast_poll_ns =
 				static_cast<std::uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
 		else if (opt == "--spin-us")
 			tune.loop.spin = std::chrono::microseconds(std::atoll(argv[i + 1]));
