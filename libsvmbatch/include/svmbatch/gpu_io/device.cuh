@@ -213,13 +213,16 @@ __device__ inline bool flag(uint32_t *p)
 /// data: so the lowest lane still waiting polls alone, at the shortest
 /// interval for the first q.fast_poll_ns, then backing off up to
 /// q.max_poll_ns (svmbatch_io_poll_sleep_ns), and the others look once
-/// each time it sees its own condition hold.
+/// each time it sees its own condition hold.  The poller reads only its
+/// own condition while it polls fast (one read a poll); it looks at the
+/// ring's `stopped` flag only once it backs off, which delays noticing
+/// that the pump ended by fast_poll_ns at most.
 template <typename Ready>
 __device__ inline bool warp_wait(lanes_t active, const svmbatch_gpu_queue &q, Ready ready)
 {
 	svmbatch_io_ring_header *h = q.ring.header;
 	const unsigned lane = lane_id();
-	bool done = false;
+	bool done = false, ended = false;
 	unsigned long long waited = 0;
 	unsigned ns = 0;
 
@@ -230,13 +233,21 @@ __device__ inline bool warp_wait(lanes_t active, const svmbatch_gpu_queue &q, Re
 		if (!waiting)
 			return true;
 		if (static_cast<int>(lane) == lowest(waiting))
-			while (!ready() && !flag(&h->stopped)) {
+			for (;;) {
 				ns = svmbatch_io_poll_sleep_ns(waited, ns, q.fast_poll_ns,
 							       q.max_poll_ns);
 				sleep_ns(ns);
-				waited += ns;
+				waited += ns + SVMBATCH_IO_POLL_ROUND_TRIP_NS;
+				if (ready()) {
+					done = true;
+					break;
+				}
+				if (waited >= q.fast_poll_ns && flag(&h->stopped)) {
+					ended = true;
+					break;
+				}
 			}
-		if (any(active, flag(&h->stopped)))
+		if (any(active, ended))
 			return all(active, done || ready());
 	}
 }

@@ -224,9 +224,12 @@ SVMBATCH_IO_STEP void svmbatch_io_fill_read(struct svmbatch_io_request *slot, ui
  * (SVMBATCH_IO_POLL_MIN_NS: a poll is a PCIe round trip of about 1 us
  * anyway), so that one request is seen within about a microsecond of its
  * completion; after it, the sleep doubles up to max_ns, so that thousands
- * of waiting warps leave the bus to the data.
+ * of waiting warps leave the bus to the data.  The device header reads no
+ * clock: it counts waited_ns as its sleeps plus
+ * SVMBATCH_IO_POLL_ROUND_TRIP_NS (about a PCIe round trip) a poll.
  */
-#define SVMBATCH_IO_POLL_MIN_NS 64u
+#define SVMBATCH_IO_POLL_MIN_NS	       64u
+#define SVMBATCH_IO_POLL_ROUND_TRIP_NS 1000u
 
 SVMBATCH_IO_STEP uint32_t svmbatch_io_poll_sleep_ns(uint64_t waited_ns, uint32_t last_ns,
 						    uint32_t fast_ns, uint32_t max_ns)
