@@ -19,6 +19,7 @@
 
 #include <svmbatch/all.hpp>
 
+#include "core/vma_check.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {
@@ -90,7 +91,33 @@ protected:
 	std::uint64_t pin_before_ = 0;
 };
 
-TEST_F(RegistrationTest, ScatteredMallocBuffersMapBackToTheirRanges)
+/*
+ * The tests of what the VMA check refuses, once with each lookup: the
+ * kernel's PROCMAP_QUERY where it has one, and the text of
+ * /proc/self/maps that older kernels leave.
+ */
+class RegistrationVmaTest : public RegistrationTest,
+			    public ::testing::WithParamInterface<detail::VmaLookup> {
+protected:
+	void SetUp() override
+	{
+		RegistrationTest::SetUp();
+		detail::set_vma_lookup(GetParam());
+	}
+	void TearDown() override
+	{
+		detail::set_vma_lookup(detail::VmaLookup::Auto);
+		RegistrationTest::TearDown();
+	}
+};
+
+INSTANTIATE_TEST_SUITE_P(Lookup, RegistrationVmaTest,
+			 ::testing::Values(detail::VmaLookup::Auto, detail::VmaLookup::Text),
+			 [](const ::testing::TestParamInfo<detail::VmaLookup> &info) {
+				 return info.param == detail::VmaLookup::Auto ? "Auto" : "Text";
+			 });
+
+TEST_P(RegistrationVmaTest, ScatteredMallocBuffersMapBackToTheirRanges)
 {
 	std::mt19937 rng(7);
 	std::vector<MallocPtr> mem;
@@ -130,7 +157,7 @@ TEST_F(RegistrationTest, ScatteredMallocBuffersMapBackToTheirRanges)
 	}
 }
 
-TEST_F(RegistrationTest, UnmappedBufferIsEfaultAndNamesTheCallersIndex)
+TEST_P(RegistrationVmaTest, UnmappedBufferIsEfaultAndNamesTheCallersIndex)
 {
 	Mapping m(8 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
 	ASSERT_TRUE(m.get());
@@ -150,7 +177,7 @@ TEST_F(RegistrationTest, UnmappedBufferIsEfaultAndNamesTheCallersIndex)
 	expect_nothing_pinned();
 }
 
-TEST_F(RegistrationTest, HoleInsideAMergedRangeBlamesTheBufferOverIt)
+TEST_P(RegistrationVmaTest, HoleInsideAMergedRangeBlamesTheBufferOverIt)
 {
 	Mapping m(8 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
 	ASSERT_TRUE(m.get());
@@ -162,7 +189,7 @@ TEST_F(RegistrationTest, HoleInsideAMergedRangeBlamesTheBufferOverIt)
 	EXPECT_EQ(e.buffer_index(), 1u);
 }
 
-TEST_F(RegistrationTest, ProtNoneIsEfault)
+TEST_P(RegistrationVmaTest, ProtNoneIsEfault)
 {
 	Mapping m(2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS);
 	Mapping ok(page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
@@ -172,7 +199,7 @@ TEST_F(RegistrationTest, ProtNoneIsEfault)
 	EXPECT_EQ(e.buffer_index(), 1u);
 }
 
-TEST_F(RegistrationTest, ReadOnlyMemoryNeedsReadOnlyAccess)
+TEST_P(RegistrationVmaTest, ReadOnlyMemoryNeedsReadOnlyAccess)
 {
 	Mapping m(2 * page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS);
 	ASSERT_TRUE(m.get());
@@ -184,7 +211,7 @@ TEST_F(RegistrationTest, ReadOnlyMemoryNeedsReadOnlyAccess)
 	EXPECT_EQ(r.ranges()[0].access, Access::ReadOnly);
 }
 
-TEST_F(RegistrationTest, WritableSharedFileMappingIsEopnotsupp)
+TEST_P(RegistrationVmaTest, WritableSharedFileMappingIsEopnotsupp)
 {
 	/* A file on a filesystem that writes back: the guests mount ext4. */
 	const char *env = std::getenv("SVMBATCH_WRITEBACK_DIR");
@@ -214,7 +241,7 @@ TEST_F(RegistrationTest, WritableSharedFileMappingIsEopnotsupp)
 	EXPECT_EQ(r.pages(), 4u);
 }
 
-TEST_F(RegistrationTest, SharedMemfdIsFine)
+TEST_P(RegistrationVmaTest, SharedMemfdIsFine)
 {
 	int fd = ::memfd_create("svmbatch-test", MFD_CLOEXEC);
 	ASSERT_GE(fd, 0);

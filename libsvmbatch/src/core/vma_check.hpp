@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Userspace mode's stand-in for the module's checks: read /proc/self/maps
-// once and find the first range the kernel would refuse, with its errno.
+// Userspace mode's stand-in for the module's checks: look the ranges'
+// mappings up (PROCMAP_QUERY, else the text of /proc/self/maps) and find
+// the first range the kernel would refuse, with its errno.
 #pragma once
 
 #include <cstddef>
@@ -21,6 +22,20 @@ struct VmaFault {
 /// read-only mapping.  EOPNOTSUPP: a writable range covers a shared file
 /// mapping that needs dirty tracking (what svmbatch.ko refuses).
 VmaFault check_vmas(std::span<const KernelRange> ranges);
+
+/// How check_vmas() finds the mappings.  Auto: one PROCMAP_QUERY ioctl on
+/// /proc/self/maps (Linux 6.11+) per mapping a range covers, the text of
+/// /proc/self/maps where the kernel lacks it; Text: always the text.
+enum class VmaLookup {
+	Auto,
+	Text,
+};
+
+/// For tests, so that both lookups run on every kernel.
+void set_vma_lookup(VmaLookup lookup) noexcept;
+
+/// Does this kernel answer PROCMAP_QUERY on /proc/self/maps?
+bool vma_query_supported();
 
 /// Fault the ranges' pages in with MADV_POPULATE_READ/WRITE (Linux 5.14+),
 /// as pinning would; errors as the module would report them.
