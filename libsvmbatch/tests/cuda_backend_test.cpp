@@ -48,6 +48,9 @@ struct CudaFake {
 	}
 	static void add_host_alloc(void *p, std::size_t len) { fake_cuda_add_host_alloc(p, len); }
 	static void add_managed(void *p, std::size_t len) { fake_cuda_add_managed(p, len); }
+	static void add_device(void *p, std::size_t len) { fake_cuda_add_device(p, len); }
+	/// One MEMORY_TYPE query per address classified.
+	static int classify_calls() { return fake_cuda_memory_type_calls(); }
 	static int registered() { return fake_cuda_registered(); }
 	static int register_calls() { return fake_cuda_register_calls(); }
 	static std::size_t largest_register() { return fake_cuda_largest_register(); }

@@ -58,6 +58,8 @@ template <int version> struct HipFake {
 	}
 	static void add_host_alloc(void *p, std::size_t len) { fake_hip_add_host_alloc(p, len); }
 	static void add_managed(void *p, std::size_t len) { fake_hip_add_managed(p, len); }
+	static void add_device(void *p, std::size_t len) { fake_hip_add_device(p, len); }
+	static int classify_calls() { return fake_hip_pointer_attribute_calls(); }
 	static int registered() { return fake_hip_registered(); }
 	static int register_calls() { return fake_hip_register_calls(); }
 	static std::size_t largest_register() { return fake_hip_largest_register(); }

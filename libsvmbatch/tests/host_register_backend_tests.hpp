@@ -17,7 +17,9 @@
 // expect_balanced(), its own checks after opening and after every call.
 // Optional: context_mode (the mode of the tests' context, where the
 // backend maps another mode differently), primary_retained() (see
-// CountsContexts), nests_registrations (see NestsRegistrations).
+// CountsContexts), nests_registrations (see NestsRegistrations),
+// classify_calls() (see CountsClassifications), add_device(p, len) (see
+// HasDeviceMemory).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -97,6 +99,20 @@ concept CountsContexts = requires
 /// fail the range with already_registered_status.
 template <typename F>
 concept NestsRegistrations = F::nests_registrations;
+
+/// A fake that counts the addresses the backend asks it to classify.
+template <typename F>
+concept CountsClassifications = requires
+{
+	F::classify_calls();
+};
+
+/// A fake that can make host pages stand for device memory.
+template <typename F>
+concept HasDeviceMemory = requires(void *p)
+{
+	F::add_device(p, std::size_t{1});
+};
 
 /// The most bytes one host-register call takes, lowered for a test.
 class ChunkLimit {
@@ -302,6 +318,88 @@ TYPED_TEST_P(HostRegisterBackend, ARangeMixingTheRuntimesHostAndPlainMemoryIsEEX
 	EXPECT_EQ(F::registered(), 0) << "refused before registering anything";
 }
 
+TYPED_TEST_P(HostRegisterBackend, EachPageIsClassifiedOnceInARow)
+{
+	using F = TypeParam;
+	if constexpr (!CountsClassifications<F>) {
+		GTEST_SKIP() << "this fake does not count classifications";
+	} else {
+		typename F::Backend gpu(F::options());
+		MappedPages mem(6);
+		const std::size_t half = page / 2;
+		/* Both ends of each: pages 0 0, 0 0, 1 1, 1 1, 2 4, 5 5. */
+		Buffer bufs[] = {{mem.p, half},
+				 {mem.p + half, half},
+				 {mem.p + page, half},
+				 {mem.p + page + half, half},
+				 {mem.p + 2 * page, 3 * page},
+				 {mem.p + 5 * page, 10}};
+		Registration r = this->ctx_->register_buffers(bufs);
+		const int before = F::classify_calls();
+		GpuMapping m = gpu.map(r);
+
+		EXPECT_EQ(F::classify_calls() - before, 5) << "pages 0, 1, 2, 4 and 5, once each";
+		EXPECT_EQ(F::registered(), 1);
+	}
+}
+
+TYPED_TEST_P(HostRegisterBackend, AMixSeenPastASharedPageBlamesTheBufferThatMixes)
+{
+	using F = TypeParam;
+	typename F::Backend gpu(F::options());
+	const std::size_t half = page / 2;
+	/* Both mapped throughout: the fake remembers what it was told. */
+	MappedPages first(4), second(4);
+	{
+		/* Plain page 0, then the runtime's pages 1 and 2. */
+		MappedPages &mem = first;
+		F::add_host_alloc(mem.p + page, 2 * page);
+		Buffer bufs[] = {{mem.p, half}, {mem.p + half, page}};
+		Registration r = this->ctx_->register_buffers(bufs);
+		Error e = expect_error([&] { (void)gpu.map(r); });
+
+		EXPECT_EQ(e.err(), EEXIST);
+		EXPECT_EQ(e.buffer_index(), 1u);
+		EXPECT_TRUE(contains(e, std::string(" and ") + F::words.runtime + " host memory"))
+			<< e.what();
+	}
+	{
+		/* The runtime's pages 0 and 1, then plain page 2. */
+		MappedPages &mem = second;
+		F::add_host_alloc(mem.p, 2 * page);
+		Buffer bufs[] = {{mem.p + page, half}, {mem.p + page + half, page}};
+		Registration r = this->ctx_->register_buffers(bufs);
+		Error e = expect_error([&] { (void)gpu.map(r); });
+
+		EXPECT_EQ(e.err(), EEXIST);
+		EXPECT_EQ(e.buffer_index(), 1u);
+		EXPECT_TRUE(contains(e, std::string("mixes ") + F::words.runtime + " host memory"))
+			<< e.what();
+	}
+	EXPECT_EQ(F::registered(), 0);
+}
+
+TYPED_TEST_P(HostRegisterBackend, DeviceMemoryIsEINVALBlamingItsFirstBuffer)
+{
+	using F = TypeParam;
+	if constexpr (!HasDeviceMemory<F>) {
+		GTEST_SKIP() << "this fake has no device memory";
+	} else {
+		typename F::Backend gpu(F::options());
+		MappedPages mem(5);
+		F::add_device(mem.p + 3 * page, 2 * page);
+		/* Range 0: page 0; range 1: pages 3 and 4, device memory. */
+		Buffer bufs[] = {{mem.p + 4 * page, 10}, {mem.p, 100}, {mem.p + 3 * page + 8, 100}};
+		Registration r = this->ctx_->register_buffers(bufs);
+		ASSERT_EQ(r.ranges().size(), 2u);
+		Error e = expect_error([&] { (void)gpu.map(r); });
+
+		EXPECT_EQ(e.err(), EINVAL);
+		EXPECT_EQ(e.buffer_index(), 0u);
+		EXPECT_EQ(F::registered(), 0);
+	}
+}
+
 TYPED_TEST_P(HostRegisterBackend, MemoryRegisteredInsideARangeFailsItAndRollsBack)
 {
 	using F = TypeParam;
@@ -437,19 +535,18 @@ TYPED_TEST_P(HostRegisterBackend, AChunkFailingUnregistersEveryChunkBeforeIt)
 	EXPECT_EQ(m.device_pointer<char>(1), F::device_address(bufs[1].ptr));
 }
 
-REGISTER_TYPED_TEST_SUITE_P(HostRegisterBackend, NoRuntimeLibraryIsENODEV,
-			    ALibraryThatIsNotTheRuntimeIsENODEV,
-			    NoDeviceIsENODEVWithTheRuntimesStatus,
-			    MapsEveryBufferOnceAndUnregistersOnDestruction,
-			    RegistersTheBuffersBytesNotTheirWholePages,
-			    RegisterFailingAtRangeKUnregistersRangesBeforeIt,
-			    HostMemoryTheRuntimeAllocatedIsUsedNotRegisteredAgain,
-			    ManagedMemoryIsItsOwnDevicePointer,
-			    ARangeMixingTheRuntimesHostAndPlainMemoryIsEEXIST,
-			    MemoryRegisteredInsideARangeFailsItAndRollsBack,
-			    ReadOnlyRangesRegisterWithTheRuntimesReadOnlyFlags,
-			    TheMappingOutlivesTheBackendAndTheRegistration,
-			    ALargeRangeIsRegisteredInChunksOfAtMostTheLimit,
-			    AChunkFailingUnregistersEveryChunkBeforeIt);
+REGISTER_TYPED_TEST_SUITE_P(
+	HostRegisterBackend, NoRuntimeLibraryIsENODEV, ALibraryThatIsNotTheRuntimeIsENODEV,
+	NoDeviceIsENODEVWithTheRuntimesStatus, MapsEveryBufferOnceAndUnregistersOnDestruction,
+	RegistersTheBuffersBytesNotTheirWholePages,
+	RegisterFailingAtRangeKUnregistersRangesBeforeIt,
+	HostMemoryTheRuntimeAllocatedIsUsedNotRegisteredAgain, ManagedMemoryIsItsOwnDevicePointer,
+	ARangeMixingTheRuntimesHostAndPlainMemoryIsEEXIST, EachPageIsClassifiedOnceInARow,
+	AMixSeenPastASharedPageBlamesTheBufferThatMixes, DeviceMemoryIsEINVALBlamingItsFirstBuffer,
+	MemoryRegisteredInsideARangeFailsItAndRollsBack,
+	ReadOnlyRangesRegisterWithTheRuntimesReadOnlyFlags,
+	TheMappingOutlivesTheBackendAndTheRegistration,
+	ALargeRangeIsRegisteredInChunksOfAtMostTheLimit,
+	AChunkFailingUnregistersEveryChunkBeforeIt);
 
 } // namespace svmbatch::test

@@ -17,8 +17,8 @@ enum {
 	CU_ALREADY_REGISTERED = 712,
 	CU_NOT_REGISTERED = 713
 };
-enum { MEM_HOST = 1, MEM_UNIFIED = 4 };
-enum { KIND_REGISTERED, KIND_HOST_ALLOC, KIND_MANAGED };
+enum { MEM_HOST = 1, MEM_DEVICE = 2, MEM_UNIFIED = 4 };
+enum { KIND_REGISTERED, KIND_HOST_ALLOC, KIND_MANAGED, KIND_DEVICE };
 enum { MAX_BLOCKS = 65536 };
 
 struct block {
@@ -28,6 +28,7 @@ struct block {
 
 static struct block blocks[MAX_BLOCKS];
 static int register_calls;
+static int memory_type_calls;
 static size_t largest_register;
 static int nr_blocks;
 static int nr_devices = 1;
@@ -44,6 +45,7 @@ EXPORT void fake_cuda_reset(int devices)
 {
 	nr_blocks = 0;
 	register_calls = 0;
+	memory_type_calls = 0;
 	largest_register = 0;
 	nr_devices = devices;
 	initialized = 0;
@@ -73,6 +75,15 @@ EXPORT void fake_cuda_add_host_alloc(void *p, size_t len)
 EXPORT void fake_cuda_add_managed(void *p, size_t len)
 {
 	add_block(p, len, KIND_MANAGED);
+}
+EXPORT void fake_cuda_add_device(void *p, size_t len)
+{
+	add_block(p, len, KIND_DEVICE);
+}
+
+EXPORT int fake_cuda_memory_type_calls(void)
+{
+	return memory_type_calls;
 }
 
 EXPORT int fake_cuda_register_calls(void)
@@ -270,11 +281,15 @@ EXPORT int cuPointerGetAttribute(void *data, int attribute, unsigned long long p
 
 	if (ret)
 		return ret;
+	if (attribute == 2)
+		memory_type_calls++;
 	if (!b)
 		return CU_INVALID_VALUE;
 	switch (attribute) {
 	case 2: /* MEMORY_TYPE */
-		*(unsigned *)data = b->kind == KIND_MANAGED ? MEM_UNIFIED : MEM_HOST;
+		*(unsigned *)data = b->kind == KIND_MANAGED ? MEM_UNIFIED :
+				    b->kind == KIND_DEVICE  ? MEM_DEVICE :
+							      MEM_HOST;
 		return CU_OK;
 	case 8: /* IS_MANAGED */
 		*(int *)data = b->kind == KIND_MANAGED;

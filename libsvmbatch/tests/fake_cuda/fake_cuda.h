@@ -24,12 +24,17 @@ void fake_cuda_fail_register_after(int ok_calls, int result);
 void fake_cuda_add_host_alloc(void *p, size_t len);
 /* Managed memory (as cuMemAllocManaged would). */
 void fake_cuda_add_managed(void *p, size_t len);
+/* Device memory (as cuMemAlloc would), here at a host address. */
+void fake_cuda_add_device(void *p, size_t len);
 /* Blocks currently registered with cuMemHostRegister. */
 int fake_cuda_registered(void);
 /* cuMemHostRegister calls since the reset, failed ones included, and the most
  * bytes one of them asked for. */
 int fake_cuda_register_calls(void);
 size_t fake_cuda_largest_register(void);
+/* cuPointerGetAttribute(CU_POINTER_ATTRIBUTE_MEMORY_TYPE) calls since the
+ * reset: the addresses classified. */
+int fake_cuda_memory_type_calls(void);
 /* Flags of the last successful cuMemHostRegister. */
 unsigned fake_cuda_last_register_flags(void);
 /* Current-context stack depth of the calling thread; retained primary contexts. */

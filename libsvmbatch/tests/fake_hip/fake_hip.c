@@ -36,6 +36,7 @@ struct pointer_attributes {
 
 static struct block blocks[MAX_BLOCKS];
 static int register_calls;
+static int attribute_calls;
 static size_t largest_register;
 static int nr_blocks;
 static int nr_devices = 1;
@@ -53,6 +54,7 @@ EXPORT void fake_hip_reset(int devices, int runtime_version)
 {
 	nr_blocks = 0;
 	register_calls = 0;
+	attribute_calls = 0;
 	largest_register = 0;
 	nr_devices = devices;
 	version = runtime_version;
@@ -105,6 +107,11 @@ EXPORT void fake_hip_add_device(void *p, size_t len)
 EXPORT int fake_hip_register_calls(void)
 {
 	return register_calls;
+}
+
+EXPORT int fake_hip_pointer_attribute_calls(void)
+{
+	return attribute_calls;
 }
 
 EXPORT size_t fake_hip_largest_register(void)
@@ -292,6 +299,7 @@ EXPORT int hipPointerGetAttributes(struct pointer_attributes *attr, const void *
 
 	if (ret)
 		return ret;
+	attribute_calls++;
 	memset(attr, 0, sizeof(*attr));
 	if (!b) {
 		if (!rocm6)

@@ -42,6 +42,8 @@ int fake_hip_registered(void);
  * bytes one of them asked for. */
 int fake_hip_register_calls(void);
 size_t fake_hip_largest_register(void);
+/* hipPointerGetAttributes calls since the reset: the addresses classified. */
+int fake_hip_pointer_attribute_calls(void);
 /* Flags and current device of the last successful hipHostRegister. */
 unsigned fake_hip_last_register_flags(void);
 int fake_hip_last_register_device(void);
