@@ -377,6 +377,13 @@ VMTEST_PYTHON_FILES = $$(printf -- '--file\n%s\n' "$(PYTHON):/usr/bin/python3"; 
 VMTEST_HIP_ARGS = $(wildcard $(LIB_ASAN_OUT)/examples/hip_scatter_read \
 	$(LIB_ASAN_OUT)/tests/svmbatch_hip_runtime_tests)
 
+# Level Zero in the guest: Debian's loader on its no-driver path.  Nothing
+# links the loader (ZeBackend loads it at run time), so it is shipped by
+# path, where the test's probe and the dynamic loader look for it.
+ZE_LOADER = $(firstword $(wildcard /usr/lib/$(MULTIARCH)/libze_loader.so.1))
+VMTEST_ZE_ARGS = $(if $(ZE_LOADER),--file $(ZE_LOADER):$(ZE_LOADER)) \
+	$(wildcard $(LIB_ASAN_OUT)/tests/svmbatch_ze_runtime_tests)
+
 # The RDMA tests' guest side (libsvmbatch/tests/rdma_rxe_test.cpp): soft-RoCE
 # (rdma_rxe) on a dummy netdev, made by the test with iproute2's ip and
 # rdma (busybox's ip cannot add links), and rxe's libibverbs provider,
@@ -412,7 +419,8 @@ vmtest-one: kmod-built selftests lib-asan python
 	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/test/svmbatch.ko \
 		$(VMTEST_ARGS_$(KERNEL)) --log $(BUILD)/vmtest/$(KERNEL).log \
 		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort) \
-		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests $(VMTEST_HIP_ARGS) $(VMTEST_RDMA_ARGS) \
+		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests $(VMTEST_HIP_ARGS) $(VMTEST_ZE_ARGS) \
+		$(VMTEST_RDMA_ARGS) \
 		$(VMTEST_PYTHON_FILES) $(VMTEST_GUEST_FILES)
 
 ## vmtest       vmtest-one for every kernel of KERNELS

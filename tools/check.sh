@@ -144,6 +144,10 @@ host_program lib-tests-host build/lib-asan/tests/svmbatch_lib_tests \
 # check; the GPU step skips, saying why).
 host_program hip-runtime-host build/lib-asan/tests/svmbatch_hip_runtime_tests \
 	build/lib-asan/tests/svmbatch_hip_runtime_tests
+# Level Zero without an Intel GPU: Debian's loader on its no-driver path,
+# in a process of its own (built wherever SVMBATCH_WITH_ZE is, the default).
+host_program ze-runtime-host build/lib-asan/tests/svmbatch_ze_runtime_tests \
+	build/lib-asan/tests/svmbatch_ze_runtime_tests
 if hip_probe; then
 	host_program hip-scatter-read-host build/lib-asan/examples/hip_scatter_read \
 		build/lib-asan/examples/hip_scatter_read --mode userspace

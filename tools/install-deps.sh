@@ -31,6 +31,9 @@ PACKAGES=(
 	python3-regex python3-filelock python3-tqdm python3-yaml python3-requests python3-packaging
 	libibverbs-dev ibverbs-providers iproute2 libucx-dev
 	hipcc libamdhip64-dev
+	# Level Zero's loader (ZeBackend's no-driver tests) and ze_api.h (the
+	# ABI check of src/shim/libze.hpp); the library needs neither to build
+	libze1 libze-dev
 )
 read -ra KERNELS <<<"$SVMBATCH_KERNELS"
 
