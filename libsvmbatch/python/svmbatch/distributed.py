@@ -10,7 +10,7 @@ CPU ones.
 Every rank runs the same plan, made from the shards' headers: the
 tensors in file order cut into pieces of at most a quarter of the ring,
 each piece read by one rank (the one with the fewest bytes so far), and
-rounds of about world_size x staging_bytes.  In each round every rank
+rounds of about round_bytes (by default max(8, 2 x world_size) rings).  In each round every rank
 reads its pieces, then all agree (one all_reduce of a status row per
 rank: a failure and its message, and a digest of the plan), then each
 piece is broadcast from its reader.  A rank that failed has its error
@@ -289,7 +289,8 @@ def iter_safetensors_distributed(
         shard_fn: _typing.Optional[_ShardFn] = None, names: _loading._Names = None,
         threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
         staging_bytes: int = 64 << 20, chunk_bytes: int = 4 << 20,
-        io: str = "auto") -> _typing.Iterator[tuple[str, _torch.Tensor]]:
+        io: str = "auto", round_bytes: int = 0
+) -> _typing.Iterator[tuple[str, _torch.Tensor]]:
     """(name, tensor) of a safetensors checkpoint on every rank of group
     (None: the world), in file order, each rank reading only its share of
     the bytes.  Every rank of the group must call it with the same
@@ -298,8 +299,10 @@ def iter_safetensors_distributed(
     current CUDA device under NCCL, else the CPU.  shard_fn(name, shape,
     rank, world_size) -> (dim, start, length) or None gives each rank's
     slice of each tensor (shape is torch's; None: the whole tensor); every
-    rank then gets only its slice, contiguous.  A rank's failure (a file it
-    cannot open or read, a bad shard_fn result) is raised on it, and a
+    rank then gets only its slice, contiguous.  round_bytes: the bytes the
+    group reads between two agreed points, which bounds each rank's scratch
+    (0: max(8, 2 x world_size) x staging_bytes).  A rank's failure (a file
+    it cannot open or read, a bad shard_fn result) is raised on it, and a
     DistributedLoadError on every other rank, at the next agreed point."""
     comm = _Group(group)
     device = _default_device(device, comm.backend)
@@ -307,7 +310,9 @@ def iter_safetensors_distributed(
         comm.status_device = device
     staging_bytes = max(2 << 20, staging_bytes)
     piece_bytes = max(64 << 10, staging_bytes // 4)
-    round_bytes = comm.world * staging_bytes
+    # Each agreed point waits for the round's reads on every rank and for
+    # the GPU: rounds of several rings keep those waits few.
+    round_bytes = round_bytes or max(8, 2 * comm.world) * staging_bytes
     outputs = {}
     scratch = {}
 
@@ -398,10 +403,11 @@ def load_safetensors_distributed(
         shard_fn: _typing.Optional[_ShardFn] = None, names: _loading._Names = None,
         threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
         staging_bytes: int = 64 << 20, chunk_bytes: int = 4 << 20,
-        io: str = "auto") -> dict[str, _torch.Tensor]:
+        io: str = "auto", round_bytes: int = 0) -> dict[str, _torch.Tensor]:
     """iter_safetensors_distributed as a dict name -> tensor: on every
     rank what load_safetensors returns (replicated), or each rank's slices
     where shard_fn says."""
     return dict(iter_safetensors_distributed(
         path, device, dtype, group=group, shard_fn=shard_fn, names=names, threads=threads,
-        context=context, staging_bytes=staging_bytes, chunk_bytes=chunk_bytes, io=io))
+        context=context, staging_bytes=staging_bytes, chunk_bytes=chunk_bytes, io=io,
+        round_bytes=round_bytes))

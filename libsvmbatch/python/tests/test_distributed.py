@@ -31,8 +31,8 @@ two_gpus = pytest.mark.skipif(not dist.is_available() or not dist.is_nccl_availa
 # group's own collectives give up sooner.
 JOIN_SECONDS = 90
 GROUP_TIMEOUT = datetime.timedelta(seconds=30)
-# Small rings: several rounds, pieces split across ranks.
-RING = {"staging_bytes": 2 << 20, "chunk_bytes": 1 << 20, "threads": 2}
+# Small rings and rounds: several rounds, pieces split across ranks.
+RING = {"staging_bytes": 2 << 20, "chunk_bytes": 1 << 20, "threads": 2, "round_bytes": 4 << 20}
 
 
 def split_rows_and_columns(name, shape, rank, world):
@@ -58,7 +58,7 @@ def same_bytes(got, want, what):
         assert raw_bytes(g) == raw_bytes(want[k]), f"{what}: {k}"
 
 
-def bytes_read(sbt, load):
+def bytes_read(sbt, load, device):
     """What load() reads on this rank, and on all ranks together."""
     import svmbatch.loading as loading
 
@@ -75,7 +75,7 @@ def bytes_read(sbt, load):
         load()
     finally:
         loading._stream_staged = real_stream
-    total = torch.tensor([read])
+    total = torch.tensor([read], device=device)  # where the backend moves bytes
     dist.all_reduce(total)
     return read, int(total)
 
@@ -85,7 +85,8 @@ def check_loads(d, rank, world, device, sbt):
     # Each byte is read once, by one rank, the shares about even (pieces
     # of at most a quarter of the 2 MiB ring).
     data = sum(t.numel() * t.element_size() for t in sbt.load_safetensors(ckpt).values())
-    mine, total = bytes_read(sbt, lambda: sbt.load_safetensors_distributed(ckpt, device, **RING))
+    mine, total = bytes_read(sbt, lambda: sbt.load_safetensors_distributed(ckpt, device, **RING),
+                             device)
     assert total == data, (total, data)
     assert abs(mine - data / world) <= 512 << 10, (mine, data, world)
     for where in (ckpt, one):
@@ -216,8 +217,10 @@ def rank_main(rank, world, d, backend, what):
         dist.init_process_group(backend, init_method=f"file://{d}/rendezvous", rank=rank,
                                 world_size=world, timeout=GROUP_TIMEOUT)
         try:
-            # After the group opened its sockets: the loads must leave
-            # no pin, fd or staging ring behind.
+            # NCCL makes its communicator (and its pipes) at the first
+            # collective: one before the baseline, after which the loads
+            # must leave no pin, fd or staging ring behind.
+            dist.all_reduce(torch.zeros(1, device=device))
             baseline = rank_baseline()
             result["outcomes"] = (check_loads if what == "loads" else check_failures)(
                 d, rank, world, device, sbt)
