@@ -14,19 +14,20 @@ rows or columns as tensor parallelism splits them, the rest whole):
 - svmbatch: load_safetensors_distributed(group=WORLD[, shard_fn]);
 - single: each rank load_safetensors(device=its GPU) of the whole
   checkpoint (sliced: then its slices, made contiguous, the rest freed);
-- instanttensor: safe_open(files, device=rank, process_group=WORLD), each
-  tensor cloned (sliced: its slice cloned);
+- instanttensor: safe_open(files, device=rank, process_group=WORLD,
+  copy=False), each tensor cloned (sliced: its slice cloned); by default
+  (O_DIRECT on a disk) and with backend=URING_BUFFERED (the page cache);
 - fastsafetensors: SafeTensorsFileLoader(WORLD, nogds=True), the files
-  dealt to the ranks, get_tensor / get_sharded, each result cloned.
+  dealt to the ranks, get_tensor / get_sharded, each result cloned; by
+  default (O_DIRECT) and with FASTSAFETENSORS_ODIRECT=0 (buffered).
 
 A load's time is the slowest rank's, from a barrier to every tensor on its
 GPU (torch.cuda.synchronize(), then a barrier).  Every load is checked on
 the GPU against a digest of the single loader's tensors.  Rank 0 prints one
 JSON document: the GPUs and their topology (nvidia-smi topo -m), each
 loader's times and a summary (the median load, and svmbatch's speed-up
-over single and over the best peer).  Written without a GPU at hand: the
-peers' distributed calls follow their documentation and are untested here;
-a loader that fails is recorded with its error, not fatal.
+over single and over the best peer variant).  A loader that fails is
+recorded with its error, not fatal.
 """
 
 import argparse
@@ -91,12 +92,15 @@ def load_single(files, sliced, rank, world, device):
     return out
 
 
-def load_instanttensor(files, sliced, rank, world, device):
+def load_instanttensor(files, sliced, rank, world, device, buffered=False):
     import instanttensor
     out = {}
     # copy=False: views of its buffer, cloned once by part() as the others.
+    # Its default reads disk files with O_DIRECT, past the page cache;
+    # buffered: its io_uring path through the page cache.
+    kw = {"backend": instanttensor.Backend.URING_BUFFERED} if buffered else {}
     with instanttensor.safe_open(files, framework="pt", device=device.index,
-                                 process_group=dist.group.WORLD, copy=False) as f:
+                                 process_group=dist.group.WORLD, copy=False, **kw) as f:
         for name, t in f.tensors():
             out[name] = part(name, t, sliced, rank, world)
     return out
@@ -128,8 +132,31 @@ def load_fastsafetensors(files, sliced, rank, world, device):
         loader.close()
 
 
+def load_fastsafetensors_buffered(files, sliced, rank, world, device):
+    """fastsafetensors with buffered reads (its default opens disk files
+    with O_DIRECT, past the page cache)."""
+    old = os.environ.get("FASTSAFETENSORS_ODIRECT")
+    os.environ["FASTSAFETENSORS_ODIRECT"] = "0"
+    try:
+        return load_fastsafetensors(files, sliced, rank, world, device)
+    finally:
+        if old is None:
+            del os.environ["FASTSAFETENSORS_ODIRECT"]
+        else:
+            os.environ["FASTSAFETENSORS_ODIRECT"] = old
+
+
+def load_instanttensor_buffered(files, sliced, rank, world, device):
+    return load_instanttensor(files, sliced, rank, world, device, buffered=True)
+
+
 LOADERS = {"svmbatch": load_svmbatch, "single": load_single,
-           "instanttensor": load_instanttensor, "fastsafetensors": load_fastsafetensors}
+           "instanttensor": load_instanttensor,
+           "instanttensor_buffered": load_instanttensor_buffered,
+           "fastsafetensors": load_fastsafetensors,
+           "fastsafetensors_buffered": load_fastsafetensors_buffered}
+PEERS = ("instanttensor", "instanttensor_buffered", "fastsafetensors",
+         "fastsafetensors_buffered")
 
 
 def timed(load, files, sliced, rank, world, device):
@@ -164,7 +191,7 @@ def main():
     ap.add_argument("--gib", type=int, default=16)
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--loaders", default="svmbatch,single,instanttensor,fastsafetensors")
+    ap.add_argument("--loaders", default=",".join(LOADERS))
     ap.add_argument("--commit", default="unknown", help="the commit measured")
     ap.add_argument("--out", default=None, help="also write the JSON here (rank 0)")
     args = ap.parse_args()
@@ -209,12 +236,15 @@ def main():
     summary = {}
     for case, cells in results.items():
         med = {k: c["median_s"] for k, c in cells.items() if "median_s" in c and c.get("exact")}
-        peers = [med[k] for k in ("instanttensor", "fastsafetensors") if k in med]
+        peers = {k: med[k] for k in PEERS if k in med}
         if "svmbatch" in med:
+            best = min(peers, key=peers.get) if peers else None
             summary[case] = {
                 "svmbatch_s": med["svmbatch"],
+                "single_s": med.get("single"),
                 "vs_single": med["single"] / med["svmbatch"] if "single" in med else None,
-                "vs_best_peer": min(peers) / med["svmbatch"] if peers else None,
+                "best_peer": best, "best_peer_s": peers.get(best),
+                "vs_best_peer": peers[best] / med["svmbatch"] if best else None,
                 "target": ">= 1.6x single, >= 1.15x the best peer"}
     if rank == 0:
         gib = sum(os.path.getsize(f) for f in files) / (1 << 30)
