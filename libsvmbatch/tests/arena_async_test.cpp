@@ -26,6 +26,7 @@
 #include <svmbatch/arena.hpp>
 
 #include "arena/arena_prepare.hpp"
+#include "gpu/host_register_plan.hpp"
 #if SVMBATCH_HAS_CUDA
 #include "fake_cuda/fake_cuda.h"
 #endif
@@ -102,7 +103,7 @@ protected:
 	std::uint64_t pin_ = 0;
 };
 
-TEST_F(ArenaAsyncTest, CarvesTheSameBlocksAsASynchronousArena)
+TEST_F(ArenaAsyncTest, ChunksDoubleAndNoBlockCrossesOne)
 {
 	const std::size_t cap = 64 * page + 100;
 	ArenaOptions sync_o = async_small(4);
@@ -112,37 +113,56 @@ TEST_F(ArenaAsyncTest, CarvesTheSameBlocksAsASynchronousArena)
 
 	EXPECT_TRUE(sync.ready());
 	EXPECT_EQ(sync.chunks(), 1u);
-	EXPECT_EQ(async.chunks(), 17u); /* 65 pages in chunks of 4 */
+	/* 65 pages: 4, 8, 16, then 32 and the 5-page tail as one chunk. */
+	const std::vector<std::size_t> ends{4 * page, 12 * page, 28 * page, 65 * page};
+	EXPECT_EQ(async.chunks(), ends.size());
 	EXPECT_EQ(async.chunk_bytes(), 4 * page);
 	EXPECT_EQ(async.mapped_bytes(), sync.mapped_bytes());
 	std::mt19937 rng(7);
-	std::vector<std::pair<void *, void *>> live;
-	for (int i = 0; i < 200; ++i) {
+	std::vector<std::pair<char *, std::size_t>> live;
+	std::size_t carved = 0;
+	for (int i = 0; i < 300; ++i) {
 		if (!live.empty() && rng() % 3 == 0) {
 			const std::size_t k = rng() % live.size();
-			sync.deallocate(live[k].first);
-			async.deallocate(live[k].second);
+			async.deallocate(live[k].first);
 			live.erase(live.begin() + static_cast<std::ptrdiff_t>(k));
 			continue;
 		}
-		const std::size_t n = 1 + rng() % (3 * page);
-		void *s = nullptr;
+		const std::size_t n = 1 + rng() % (6 * page);
+		char *a = nullptr;
 		try {
-			s = sync.allocate(n);
+			a = static_cast<char *>(async.allocate(n));
 		} catch (const ArenaFull &) {
-			EXPECT_THROW((void)async.allocate(n), ArenaFull);
 			continue;
 		}
-		void *a = async.allocate(n);
-		ASSERT_EQ(static_cast<char *>(s) - sync.base(),
-			  static_cast<char *>(a) - async.base());
+		const auto off = static_cast<std::size_t>(a - async.base());
+		const std::size_t end = *std::upper_bound(ends.begin(), ends.end(), off);
+		ASSERT_LE(off + n, end) << "block " << off << "+" << n << " crosses a chunk's end";
+		for (auto [q, m] : live)
+			ASSERT_TRUE(a + n <= q || q + m <= a) << "blocks overlap";
 		std::memset(a, 0x5a, n);
-		live.emplace_back(s, a);
+		live.emplace_back(a, n);
+		++carved;
 	}
+	EXPECT_GT(carved, 100u);
+	/* The largest block is the largest chunk, and the error says why. */
+	for (auto [q, m] : live)
+		async.deallocate(q);
+	EXPECT_EQ(async.largest_free(), 36 * page + 100); /* the last chunk, up to cap */
+	void *whole = async.allocate(36 * page);
+	async.deallocate(whole);
+	try {
+		(void)async.allocate(37 * page);
+		ADD_FAILURE() << "a block larger than every chunk was carved";
+	} catch (const ArenaFull &full) {
+		EXPECT_NE(std::string(full.what()).find("the largest chunk is"), std::string::npos)
+			<< full.what();
+	}
+	void *all = sync.allocate(37 * page); /* a synchronous arena: one chunk */
+	sync.deallocate(all);
 	async.wait();
 	EXPECT_TRUE(async.ready());
-	EXPECT_EQ(async.used(), sync.used());
-	EXPECT_EQ(async.largest_free(), sync.largest_free());
+	EXPECT_EQ(async.used(), 0u);
 	EXPECT_EQ(async.pages_registered(), 65u);
 	EXPECT_EQ(async.pinned_pages(), sync.pinned_pages());
 	EXPECT_EQ(expect_error([&] { (void)async.registration(); }).err(), EINVAL);
@@ -154,7 +174,7 @@ TEST_F(ArenaAsyncTest, ACarveWaitsOnlyForTheChunksItCovers)
 	Gate gate;
 	gate.hold(1);
 	detail::set_arena_chunk_hook([&](std::size_t k) { gate.at(k); });
-	Arena a(*ctx_, 16 * page, async_small(4));
+	Arena a(*ctx_, 16 * page, async_small(4)); /* chunks of 4 and 12 pages */
 
 	gate.until_reached(); /* chunk 0 ready, chunk 1 held */
 	void *first = a.allocate(page); /* inside chunk 0: no wait */
@@ -165,7 +185,7 @@ TEST_F(ArenaAsyncTest, ACarveWaitsOnlyForTheChunksItCovers)
 	std::atomic<bool> done{false};
 	void *second = nullptr;
 	std::thread t([&] {
-		second = a.allocate(4 * page); /* pages 1 to 4: chunks 0 and 1 */
+		second = a.allocate(4 * page); /* chunk 0 has 3 pages left: chunk 1 */
 		done = true;
 	});
 	std::this_thread::sleep_for(100ms);
@@ -173,7 +193,7 @@ TEST_F(ArenaAsyncTest, ACarveWaitsOnlyForTheChunksItCovers)
 	gate.open();
 	t.join();
 	EXPECT_TRUE(done);
-	EXPECT_EQ(second, a.base() + page);
+	EXPECT_EQ(second, a.base() + 4 * page);
 	a.wait();
 	EXPECT_TRUE(a.ready());
 	EXPECT_EQ(a.pages_registered(), 16u);
@@ -186,25 +206,25 @@ TEST_F(ArenaAsyncTest, AFailedChunkSurfacesOnWaitAndOnTheCarvesThatNeedIt)
 			throw Error(ENOMEM, Step::Register, "injected at chunk 2");
 	});
 	std::optional<Arena> a;
-	a.emplace(*ctx_, 16 * page, async_small(4));
+	a.emplace(*ctx_, 32 * page, async_small(4)); /* chunks of 4, 8 and 20 pages */
 
 	Error e = expect_error([&] { a->wait(); });
 	EXPECT_EQ(e.err(), ENOMEM);
 	EXPECT_EQ(e.step(), Step::Register);
 	EXPECT_EQ(e.buffer_index(), 2u);
 	const std::string what = e.what();
-	EXPECT_NE(what.find("arena chunk 2 of 4"), std::string::npos) << what;
+	EXPECT_NE(what.find("arena chunk 2 of 3"), std::string::npos) << what;
 	EXPECT_NE(what.find("injected at chunk 2"), std::string::npos) << what;
 	EXPECT_EQ(expect_error([&] { a->wait(); }).buffer_index(), 2u); /* every call */
 	EXPECT_FALSE(a->ready());
-	EXPECT_EQ(a->pages_registered(), 8u); /* chunks 0 and 1 */
+	EXPECT_EQ(a->pages_registered(), 12u); /* chunks 0 and 1 */
 
 	/* Chunks 0 and 1 stay usable. */
 	char *p = static_cast<char *>(a->allocate(7 * page));
-	EXPECT_EQ(p, a->base());
+	EXPECT_EQ(p, a->base() + 4 * page); /* chunk 1: chunk 0 is too small */
 	std::memset(p, 1, 7 * page);
-	/* The next block would start in chunk 1 and end in chunk 2. */
-	Error c = expect_error([&] { (void)a->allocate(2 * page); });
+	/* Only chunk 2 has room for the next block. */
+	Error c = expect_error([&] { (void)a->allocate(5 * page); });
 	EXPECT_EQ(c.err(), ENOMEM);
 	EXPECT_EQ(c.step(), Step::Register);
 	EXPECT_EQ(c.buffer_index(), 2u);
@@ -212,7 +232,7 @@ TEST_F(ArenaAsyncTest, AFailedChunkSurfacesOnWaitAndOnTheCarvesThatNeedIt)
 	EXPECT_EQ(a->live_blocks(), 1u);
 	a->deallocate(p);
 	if (ctx_->mode() == Mode::Kernel) {
-		EXPECT_EQ(process_pinned_bytes() - pin_, 8 * page);
+		EXPECT_EQ(process_pinned_bytes() - pin_, 12 * page);
 	}
 	a.reset();
 	EXPECT_EQ(test::settled_pinned_bytes(pin_), pin_);
@@ -223,30 +243,32 @@ TEST_F(ArenaAsyncTest, DestroyingItWhileChunksArePreparedUndoesThem)
 	std::atomic<std::size_t> calls{0};
 	detail::set_arena_chunk_hook([&](std::size_t) {
 		++calls;
-		std::this_thread::sleep_for(10ms);
+		std::this_thread::sleep_for(50ms);
 	});
+	std::size_t chunks = 0;
 	{
-		Arena a(*ctx_, 64 * page, async_small(2)); /* 32 chunks: 320 ms */
+		Arena a(*ctx_, 64 * page, async_small(2)); /* 2, 4, 8, 16, 34 pages */
+		chunks = a.chunks();
 		(void)a.allocate(page);
 		EXPECT_FALSE(a.ready());
 	}
+	EXPECT_EQ(chunks, 5u);
 	EXPECT_GE(calls.load(), 1u);
-	EXPECT_LT(calls.load(), 32u) << "the destructor waited for every chunk";
+	EXPECT_LT(calls.load(), chunks) << "the destructor waited for every chunk";
 	EXPECT_EQ(test::settled_pinned_bytes(pin_), pin_);
 	calls = 0;
 	{
 		Arena b(*ctx_, 64 * page, async_small(2));
 	} /* at once, before a chunk may be ready */
-	EXPECT_LT(calls.load(), 32u);
+	EXPECT_LT(calls.load(), chunks);
 	EXPECT_EQ(test::settled_pinned_bytes(pin_), pin_);
 }
 
 TEST_F(ArenaAsyncTest, ThreadsCarveWhileChunksArePrepared)
 {
-	const std::size_t chunk_pages = 4;
-	const std::size_t chunks = 32;
-	detail::set_arena_chunk_hook([](std::size_t) { std::this_thread::sleep_for(3ms); });
-	Arena a(*ctx_, chunks * chunk_pages * page, async_small(chunk_pages));
+	const std::size_t pages = 128; /* chunks of 4, 8, 16, 32 and 68 pages */
+	detail::set_arena_chunk_hook([](std::size_t) { std::this_thread::sleep_for(20ms); });
+	Arena a(*ctx_, pages * page, async_small(4));
 	const auto base = reinterpret_cast<std::uintptr_t>(a.base());
 	const std::size_t threads = 4;
 	std::atomic<std::size_t> before_ready{0};
@@ -265,13 +287,12 @@ TEST_F(ArenaAsyncTest, ThreadsCarveWhileChunksArePrepared)
 					continue;
 				}
 				const bool was_ready = a.ready();
-				/* Its chunks were prepared before it was handed out:
-				 * every chunk up to its last byte registered. */
+				/* Its chunk was prepared before it was handed out:
+				 * chunks are prepared in order, so every page up to
+				 * its last byte is registered. */
 				const std::size_t end =
 					reinterpret_cast<std::uintptr_t>(p) - base + n;
-				const std::size_t need = (end + chunk_pages * page - 1) /
-							 (chunk_pages * page) * chunk_pages;
-				if (a.pages_registered() < need ||
+				if (a.pages_registered() * page < end ||
 				    reinterpret_cast<std::uintptr_t>(p) % a.alignment() != 0)
 					++bad;
 				if (!was_ready)
@@ -306,7 +327,7 @@ TEST_F(ArenaAsyncTest, ThreadsCarveWhileChunksArePrepared)
 	a.wait();
 	EXPECT_EQ(a.used(), 0u);
 	EXPECT_EQ(a.live_blocks(), 0u);
-	EXPECT_EQ(a.pages_registered(), chunks * chunk_pages);
+	EXPECT_EQ(a.pages_registered(), pages);
 }
 
 TEST_F(ArenaAsyncTest, OptionsAndRounding)
@@ -319,7 +340,7 @@ TEST_F(ArenaAsyncTest, OptionsAndRounding)
 	o.chunk_bytes = 3 * page + 1; /* rounded up to 4 pages */
 	Arena r(*ctx_, 10 * page, o);
 	EXPECT_EQ(r.chunk_bytes(), 4 * page);
-	EXPECT_EQ(r.chunks(), 3u);
+	EXPECT_EQ(r.chunks(), 2u); /* 4 pages, then the 6 left */
 	r.wait();
 	EXPECT_EQ(r.pages_registered(), 10u);
 	Arena moved(std::move(r)); /* the preparing thread holds no pointer to the Arena */
@@ -335,7 +356,7 @@ TEST_F(ArenaAsyncTest, AGpuMappingFailingAtChunkKKeepsTheChunksBefore)
 	o.backend = &cuda;
 	fake_cuda_fail_register_after(2, 2); /* chunk 2: CUDA_ERROR_OUT_OF_MEMORY */
 	{
-		Arena a(*ctx_, 16 * page, o);
+		Arena a(*ctx_, 32 * page, o); /* chunks of 4, 8 and 20 pages */
 		Error e = expect_error([&] { a.wait(); });
 		EXPECT_EQ(e.step(), Step::GpuMap) << e.what();
 		EXPECT_EQ(e.err(), ENOMEM) << e.what();
@@ -347,12 +368,42 @@ TEST_F(ArenaAsyncTest, AGpuMappingFailingAtChunkKKeepsTheChunksBefore)
 		char *p = static_cast<char *>(a.allocate(page));
 		EXPECT_EQ(a.gpu_address(p + 5 * page),
 			  reinterpret_cast<std::uintptr_t>(p + 5 * page));
-		EXPECT_EQ(expect_error([&] { (void)a.gpu_address(p + 8 * page); }).buffer_index(),
+		EXPECT_EQ(expect_error([&] { (void)a.gpu_address(p + 12 * page); }).buffer_index(),
 			  2u);
 		a.deallocate(p);
 	}
 	EXPECT_EQ(fake_cuda_registered(), 0);
 	EXPECT_EQ(test::settled_pinned_bytes(pin_), pin_);
+	fake_cuda_reset(1);
+}
+
+TEST_F(ArenaAsyncTest, ASynchronousArenaKeepsBlocksInsideOneRegistrationCall)
+{
+	/* Past the limit (64 GiB; 4 pages here) CUDA registers in several calls,
+	 * and a copy cannot read across two: no block crosses a cut. */
+	fake_cuda_reset(1);
+	detail::set_host_register_chunk_bytes(4 * page);
+	CudaBackend cuda(CudaOptions{test::fake_cuda_library, 0});
+	ArenaOptions o = async_small(0);
+	o.async = false;
+	o.backend = &cuda;
+	{
+		Arena a(*ctx_, 10 * page, o);
+		EXPECT_EQ(a.chunks(), 1u);
+		EXPECT_EQ(fake_cuda_registered(), 3); /* 4, 4 and 2 pages */
+		char *p = static_cast<char *>(a.allocate(page));
+		char *q = static_cast<char *>(a.allocate(4 * page));
+		/* A 4-page block is one whole call's pages, wherever p went. */
+		EXPECT_EQ(static_cast<std::size_t>(q - a.base()) % (4 * page), 0u);
+		EXPECT_THROW((void)a.allocate(5 * page), ArenaFull);
+		a.deallocate(p);
+		a.deallocate(q);
+		o.backend = nullptr; /* no GPU mapping: no cut */
+		Arena plain(*ctx_, 10 * page, o);
+		plain.deallocate(plain.allocate(10 * page));
+	}
+	detail::set_host_register_chunk_bytes(0);
+	EXPECT_EQ(fake_cuda_registered(), 0);
 	fake_cuda_reset(1);
 }
 #endif

@@ -44,9 +44,13 @@ struct ArenaOptions {
 	/// allocate() waits only for the chunks its block covers.  See ready(),
 	/// wait() and "Asynchronous arenas" above Arena.
 	bool async = false;
-	/// The chunk of an asynchronous arena, rounded up to the page kind's
-	/// page; 0: 256 MiB.  Each chunk is its own registration and GPU
-	/// mapping.  Ignored by a synchronous arena (one chunk).
+	/// The first chunk of an asynchronous arena, rounded up to the page
+	/// kind's page (and to the alignment); 0: 256 MiB.  Each next chunk is
+	/// twice the one before, at most 64 GiB, and a tail smaller than the
+	/// chunk before it joins that chunk.  Each chunk is its own
+	/// registration and GPU mapping, and no block crosses a chunk's end: a
+	/// copy engine cannot read across two registrations.  Ignored by a
+	/// synchronous arena (one chunk).
 	std::size_t chunk_bytes = 0;
 };
 
@@ -88,8 +92,12 @@ private:
 /// arguments and the memlock limit, maps and binds the memory, and
 /// returns; one background thread then prepares the chunks in address
 /// order, each faulted in, registered (its own REGISTER in kernel mode) and
-/// mapped for the GPU.  allocate() and gpu_address() wait for the chunks
-/// they touch, nothing more.  A chunk that fails stops the preparation:
+/// mapped for the GPU.  No block crosses a chunk's end (see
+/// ArenaOptions::chunk_bytes for their sizes); allocate() and
+/// gpu_address() wait for the chunk they touch, nothing more.  A
+/// synchronous arena mapped for a GPU past 64 GiB likewise keeps each
+/// block inside one of the backend's registration calls.  A chunk that
+/// fails stops the preparation:
 /// wait(), and every allocate() or gpu_address() that needs that chunk or
 /// a later one, throws its Error (errno and step as the failing call gave
 /// them, the message naming the chunk and its bytes).  The chunks before
@@ -124,7 +132,8 @@ public:
 	void wait() const;
 	/// The chunks the arena is prepared in (1 for a synchronous arena).
 	std::size_t chunks() const;
-	/// The bytes of each chunk but the last.
+	/// The bytes of the first chunk (the whole mapping for a synchronous
+	/// arena).
 	std::size_t chunk_bytes() const;
 
 	/// A block of bytes (0 counts as 1), aligned to alignment(); throws
@@ -168,9 +177,8 @@ public:
 	bool gpu_mapped() const;
 	/// The device address of p (any byte of the arena), once p's chunk is
 	/// mapped (waiting for it); Error EINVAL when p is outside the arena or
-	/// the arena has no GPU mapping.  Per chunk: a block across a chunk
-	/// boundary is contiguous on the device where the backend maps host
-	/// memory at its own address (CUDA and HIP under UVA).
+	/// the arena has no GPU mapping.  Per chunk: no block crosses a chunk's
+	/// end.
 	std::uint64_t gpu_address(const void *p) const;
 
 private:

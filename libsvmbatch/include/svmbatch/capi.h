@@ -242,9 +242,11 @@ enum svmbatch_arena_pages {
 
 /*
  * svmbatch_arena_options.flags.  SVMBATCH_ARENA_ASYNC returns once the
- * memory is mapped and prepares it in chunks of chunk_bytes on a background
- * thread (svmbatch_arena_wait); chunk_bytes is read only with it, so a
- * caller built before the member existed passes a shorter struct safely.
+ * memory is mapped and prepares it in chunks on a background thread
+ * (svmbatch_arena_wait): the first of chunk_bytes, each next twice the one
+ * before (at most 64 GiB); no block crosses a chunk's end.  chunk_bytes is
+ * read only with it, so a caller built before the member existed passes a
+ * shorter struct safely.
  */
 #define SVMBATCH_ARENA_BIND_NODE (1U << 0) /* mbind to numa_node */
 #define SVMBATCH_ARENA_ASYNC	 (1U << 1) /* prepare in chunks, in the background */
@@ -255,7 +257,7 @@ struct svmbatch_arena_options {
 	int numa_node; /* with SVMBATCH_ARENA_BIND_NODE */
 	unsigned int prefault_threads; /* 0: the CPUs, at most 16 */
 	size_t alignment; /* a power of two; 0: 256 */
-	size_t chunk_bytes; /* with SVMBATCH_ARENA_ASYNC; 0: 256 MiB */
+	size_t chunk_bytes; /* the first chunk, with SVMBATCH_ARENA_ASYNC; 0: 256 MiB */
 };
 
 struct svmbatch_arena_info {

@@ -69,8 +69,10 @@ class Arena:
     arena is full or fragmented.
 
     wait=False returns once the memory is mapped and prepares it (fault in,
-    register, CUDA-map) in chunks of chunk_bytes (0: 256 MiB) on a
-    background thread: a tensor waits only for the chunks it covers.
+    register, CUDA-map) in chunks on a background thread: the first of
+    chunk_bytes (0: 256 MiB), each next twice the one before (at most 64
+    GiB); no tensor crosses a chunk's end (a CUDA copy cannot read across
+    two registrations), and a tensor waits only for its own chunk.
     ready() says whether every chunk is prepared, wait() blocks until they
     are.  A chunk that fails stops the preparation: wait(), and every
     tensor that would reach that chunk or a later one, raise its error; the

@@ -282,20 +282,27 @@ def test_a_cuda_device_gives_the_gpu_view_of_the_block():
         assert "not mapped" in str(e.value)
 
 
-def test_an_async_arena_carves_what_a_waited_one_does(baseline):
+def test_an_async_arena_keeps_each_block_inside_one_chunk(baseline):
     page = mmap.PAGESIZE
     sync = sbt.Arena(64 * page, huge_pages=False, cuda=False)
     arena = sbt.Arena(64 * page, huge_pages=False, cuda=False, wait=False,
                       chunk_bytes=4 * page)
     assert sync.ready() and sync.chunks == 1
-    assert arena.chunks == 16 and arena.chunk_bytes == 4 * page
+    # Chunks of 4, 8 and 16 pages, then 32 with the 4-page tail; no block
+    # crosses a chunk's end (a copy cannot read across two registrations).
+    assert arena.chunks == 4 and arena.chunk_bytes == 4 * page
+    ends = [4 * page, 12 * page, 28 * page, 64 * page]
     sizes = [1, 3000, 5 * page, 100, 2 * page + 1, 17 * page]
     a = [sync.empty(n, dtype=torch.uint8) for n in sizes]
     b = [arena.empty(n, dtype=torch.uint8) for n in sizes]
-    for x, y in zip(a, b):
-        assert x.data_ptr() - sync.base_address == y.data_ptr() - arena.base_address
+    for y, n in zip(b, sizes):
+        off = y.data_ptr() - arena.base_address
+        assert off + n <= min(e for e in ends if e > off), (off, n)
         y.fill_(7)
         assert int(y.sum()) == 7 * y.numel()
+    with pytest.raises(svmbatch.ArenaFullError, match="the largest chunk is"):
+        arena.empty(37 * page, dtype=torch.uint8)
+    a.append(sync.empty(37 * page, dtype=torch.uint8))  # one chunk
     arena.wait()
     assert arena.ready()
     arena.wait()  # again: no error, nothing to wait for

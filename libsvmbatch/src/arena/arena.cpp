@@ -23,6 +23,7 @@
 #include "arena/arena_memory.hpp"
 #include "arena/arena_prepare.hpp"
 #include "arena/block_allocator.hpp"
+#include "gpu/host_register_plan.hpp"
 
 namespace svmbatch {
 
@@ -71,6 +72,31 @@ namespace {
 
 constexpr std::size_t default_chunk = std::size_t{256} << 20;
 
+// Where the arena's chunks start, and its mapped end last: the first chunk
+// of first bytes, each next twice the one before, none over cap (one
+// registration call each), a tail smaller than the chunk before it joined
+// to that chunk.  Every size a multiple of unit.  No block crosses a
+// chunk's end (a copy engine cannot read across two registrations), so
+// doubling keeps the first chunk quick to prepare and the later ones large
+// enough for large blocks.
+std::vector<std::size_t> chunk_starts(std::size_t mapped, std::size_t unit, std::size_t first,
+				      std::size_t cap)
+{
+	auto round_up = [unit](std::size_t n) { return (n + unit - 1) / unit * unit; };
+	cap = std::max(cap / unit * unit, unit);
+	std::size_t size = std::min(round_up(std::max<std::size_t>(first, 1)), cap);
+	std::vector<std::size_t> starts{0};
+	while (starts.back() < mapped) {
+		const std::size_t left = mapped - starts.back();
+		std::size_t take = std::min(size, left);
+		if (left - take < take && left <= cap)
+			take = left;
+		starts.push_back(starts.back() + take);
+		size = std::min(size * 2, cap);
+	}
+	return starts;
+}
+
 // e's own words, without the "svmbatch <step> (buffer i): " it starts with
 // and the strerror() it ends with: the chunk's Error says those again.
 std::string inner_what(const Error &e)
@@ -100,12 +126,11 @@ struct Arena::State {
 	};
 
 	State(Context &context, std::size_t bytes, const ArenaOptions &o)
-		: allocator(bytes, o.alignment),
+		: starts(layout(bytes, o)), allocator(bytes, o.alignment, boundaries(bytes, o)),
 		  fits_memlock(check_memlock(context, bytes, o.pages)),
 		  memory(bytes, o.pages, o.numa_node, o.prefault_threads, !o.async), kind(o.pages),
-		  numa_node(o.numa_node < 0 ? -1 : o.numa_node), async(o.async),
-		  chunk(o.async ? chunk_size(memory, o.chunk_bytes) : memory.mapped_bytes()),
-		  backend(o.backend), chunks((memory.mapped_bytes() + chunk - 1) / chunk)
+		  numa_node(o.numa_node < 0 ? -1 : o.numa_node), async(o.async), backend(o.backend),
+		  chunks(starts.size() - 1)
 	{
 		if (!async) {
 			prepare(context, 0, o.prefault_threads);
@@ -153,18 +178,44 @@ struct Arena::State {
 		return true;
 	}
 
-	static std::size_t chunk_size(const detail::ArenaMemory &m, std::size_t asked)
+	// The chunks an asynchronous arena is prepared in, each a multiple of
+	// the page and of the alignment (a block may start at any chunk);
+	// a synchronous arena is prepared as one.
+	static std::vector<std::size_t> layout(std::size_t bytes, const ArenaOptions &o)
 	{
-		const std::size_t unit = m.fault_unit();
-		std::size_t c = asked == 0 ? default_chunk : asked;
-		c = c > m.mapped_bytes() ? m.mapped_bytes() : (c + unit - 1) / unit * unit;
-		return c;
+		const std::size_t mapped = detail::ArenaMemory::mapped_size(bytes, o.pages);
+		if (!o.async)
+			return {0, mapped};
+		const std::size_t unit =
+			std::max(detail::ArenaMemory::fault_unit(o.pages), o.alignment);
+		return chunk_starts(mapped, unit, o.chunk_bytes ? o.chunk_bytes : default_chunk,
+				    detail::host_register_chunk_bytes());
 	}
 
-	std::size_t chunk_offset(std::size_t k) const { return k * chunk; }
-	std::size_t chunk_length(std::size_t k) const
+	// Where blocks must not cross: each chunk's end, and in a synchronous
+	// arena mapped for a GPU, where the backend cuts its registration
+	// (past 64 GiB, in calls of at most 64 GiB).
+	static std::vector<std::size_t> boundaries(std::size_t bytes, const ArenaOptions &o)
 	{
-		return std::min(chunk, memory.mapped_bytes() - chunk_offset(k));
+		std::vector<std::size_t> b = layout(bytes, o);
+		if (!o.async && o.backend != nullptr) {
+			const std::size_t align = std::max<std::size_t>(o.alignment, 1);
+			const std::size_t cap =
+				std::max(detail::host_register_chunk_bytes() / align * align,
+					 align);
+			b = chunk_starts(b.back(), align, cap, cap);
+		}
+		return {b.begin() + 1, b.end() - 1};
+	}
+
+	std::size_t chunk_offset(std::size_t k) const { return starts[k]; }
+	std::size_t chunk_length(std::size_t k) const { return starts[k + 1] - starts[k]; }
+	// The chunk that holds byte off of the mapping.
+	std::size_t chunk_of(std::size_t off) const
+	{
+		return static_cast<std::size_t>(
+			std::upper_bound(starts.begin(), starts.end() - 1, off) - starts.begin() -
+			1);
 	}
 
 	// Chunk k: faulted in (an asynchronous arena's; the synchronous one's
@@ -237,7 +288,7 @@ struct Arena::State {
 	// Wait for the chunks that [off, off + len) touches.
 	void wait_for_bytes(std::size_t off, std::size_t len) const
 	{
-		wait_for((off + std::max<std::size_t>(len, 1) - 1) / chunk);
+		wait_for(chunk_of(off + std::max<std::size_t>(len, 1) - 1));
 	}
 
 	std::size_t ready_chunks() const
@@ -246,13 +297,13 @@ struct Arena::State {
 		return prepared;
 	}
 
+	std::vector<std::size_t> starts; ///< chunk k at starts[k]; the mapped end last
 	detail::BlockAllocator allocator;
 	bool fits_memlock; ///< checked before anything is mapped
 	detail::ArenaMemory memory;
 	PageKind kind;
 	int numa_node;
 	bool async;
-	std::size_t chunk; ///< bytes of each chunk but the last
 	GpuBackend *backend;
 	std::vector<Chunk> chunks; ///< [k] written before prepared passes k
 	mutable std::mutex mutex;
@@ -322,7 +373,7 @@ std::size_t Arena::chunks() const
 
 std::size_t Arena::chunk_bytes() const
 {
-	return state().chunk;
+	return state().chunk_length(0);
 }
 
 void *Arena::allocate(std::size_t bytes)
@@ -463,7 +514,7 @@ std::uint64_t Arena::gpu_address(const void *p) const
 		throw Error(EINVAL, Step::Validate,
 			    "arena: address " + std::to_string(a) + " is outside the arena");
 	const std::size_t off = a - first;
-	const std::size_t k = off / s.chunk;
+	const std::size_t k = s.chunk_of(off);
 	s.wait_for(k);
 	return s.chunks[k].mapping->address(0) + (off - s.chunk_offset(k));
 }

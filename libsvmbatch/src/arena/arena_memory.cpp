@@ -141,10 +141,10 @@ ArenaMemory::ArenaMemory(std::size_t bytes, PageKind kind, int numa_node, unsign
 	}
 }
 
-std::size_t ArenaMemory::fault_unit() const noexcept
+std::size_t ArenaMemory::fault_unit(PageKind kind) noexcept
 {
-	return kind_ == PageKind::Small ? static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) :
-					  huge_page;
+	return kind == PageKind::Small ? static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) :
+					 huge_page;
 }
 
 // Several threads fault the pages in: one core zeroes ~10 GB/s at best.

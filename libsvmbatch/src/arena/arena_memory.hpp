@@ -30,8 +30,9 @@ public:
 
 	char *base() const noexcept { return base_; }
 	std::size_t mapped_bytes() const noexcept { return mapped_; }
-	/// The unit the mapping is faulted in by: the base page or 2 MiB.
-	std::size_t fault_unit() const noexcept;
+	/// The unit a mapping of kind is faulted in by: the base page or 2 MiB.
+	static std::size_t fault_unit(PageKind kind) noexcept;
+	std::size_t fault_unit() const noexcept { return fault_unit(kind_); }
 
 	/// Fault in [offset, offset + bytes) (multiples of fault_unit()) with
 	/// threads threads; throws Error (step Arena).

@@ -10,15 +10,37 @@
 
 namespace svmbatch::detail {
 
-BlockAllocator::BlockAllocator(std::size_t capacity, std::size_t alignment)
+BlockAllocator::BlockAllocator(std::size_t capacity, std::size_t alignment,
+			       const std::vector<std::size_t> &boundaries)
 	: capacity_(capacity), alignment_(alignment)
 {
 	if (alignment == 0 || (alignment & (alignment - 1)) != 0)
 		throw Error(EINVAL, Step::Validate,
 			    "arena: alignment " + std::to_string(alignment) +
 				    " is not a power of two");
-	if (capacity != 0)
-		insert_free(0, capacity);
+	std::size_t start = 0;
+	for (std::size_t b : boundaries) {
+		if (b <= start || b >= capacity)
+			continue;
+		if (b % alignment != 0)
+			throw Error(EINVAL, Step::Validate,
+				    "arena: chunk boundary " + std::to_string(b) +
+					    " is not a multiple of the alignment " +
+					    std::to_string(alignment));
+		boundaries_.push_back(b);
+		insert_free(start, b - start);
+		largest_segment_ = std::max(largest_segment_, b - start);
+		start = b;
+	}
+	if (capacity > start) {
+		insert_free(start, capacity - start);
+		largest_segment_ = std::max(largest_segment_, capacity - start);
+	}
+}
+
+bool BlockAllocator::is_boundary(std::size_t offset) const
+{
+	return std::binary_search(boundaries_.begin(), boundaries_.end(), offset);
 }
 
 std::size_t BlockAllocator::rounded(std::size_t bytes) const noexcept
@@ -60,6 +82,9 @@ void BlockAllocator::throw_full(std::size_t need) const
 				   "arena full: " + std::to_string(need) + " bytes asked, " +
 					   std::to_string(free_bytes) + " of " +
 					   std::to_string(capacity_) + " free";
+	if (need > largest_segment_ && !boundaries_.empty())
+		what += " (no block crosses a chunk's end, and the largest chunk is " +
+			std::to_string(largest_segment_) + " bytes)";
 	throw ArenaFull(what, need, free_bytes, largest);
 }
 
@@ -90,14 +115,16 @@ bool BlockAllocator::release(std::size_t offset)
 	std::size_t size = live->second;
 	live_.erase(live);
 	used_ -= size;
-	// Merge with the free neighbours on both sides.
+	// Merge with the free neighbours on both sides, never across a
+	// boundary.
 	auto next = free_by_offset_.lower_bound(offset);
-	if (next != free_by_offset_.end() && next->first == offset + size) {
+	if (next != free_by_offset_.end() && next->first == offset + size &&
+	    !is_boundary(next->first)) {
 		size += next->second;
 		erase_free(next);
 	}
 	auto prev = free_by_offset_.lower_bound(offset);
-	if (prev != free_by_offset_.begin()) {
+	if (prev != free_by_offset_.begin() && !is_boundary(offset)) {
 		--prev;
 		if (prev->first + prev->second == offset) {
 			offset = prev->first;

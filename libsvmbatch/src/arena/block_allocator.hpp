@@ -5,15 +5,20 @@
 #include <cstddef>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace svmbatch::detail {
 
 /// Best fit over [0, capacity), every block a multiple of the alignment,
-/// free neighbours merged.  Thread-safe.
+/// free neighbours merged, no block across a boundary.  Thread-safe.
 class BlockAllocator {
 public:
-	/// alignment: a power of two (else Error EINVAL).
-	BlockAllocator(std::size_t capacity, std::size_t alignment);
+	/// alignment: a power of two (else Error EINVAL).  boundaries: offsets
+	/// no block may cross (each memory registration of the arena ends at
+	/// one: a copy engine cannot read across two), ascending multiples of
+	/// the alignment; those at or past capacity are ignored.
+	BlockAllocator(std::size_t capacity, std::size_t alignment,
+		       const std::vector<std::size_t> &boundaries = {});
 
 	/// The offset of a free block of rounded(bytes); throws ArenaFull when
 	/// none is large enough.
@@ -34,10 +39,13 @@ private:
 
 	void insert_free(std::size_t offset, std::size_t bytes);
 	void erase_free(FreeMap::iterator it);
+	bool is_boundary(std::size_t offset) const;
 	[[noreturn]] void throw_full(std::size_t need) const;
 
 	std::size_t capacity_;
 	std::size_t alignment_;
+	std::vector<std::size_t> boundaries_; ///< ascending, inside (0, capacity)
+	std::size_t largest_segment_ = 0; ///< between two boundaries
 	mutable std::mutex mutex_;
 	FreeMap free_by_offset_; ///< offset -> bytes
 	std::multimap<std::size_t, std::size_t> free_by_size_; ///< bytes -> offset
