@@ -44,17 +44,10 @@ sys.path.insert(0, sys.argv[3])
 from pool_bench import diy_pool, host_alloc, h2d_GBps
 n, how = int(sys.argv[1]), sys.argv[2]
 out = {"way": how, "bytes": n}
+import svmbatch.torch as sbt
 keep = None
 t0 = time.perf_counter()
-if how == "torch":
-    keep = torch.empty(n, dtype=torch.uint8, pin_memory=True)
-    ptr = keep.data_ptr()
-elif how == "diy":
-    keep, ptr = diy_pool(n)
-elif how == "cudaHostAlloc":
-    keep, ptr = host_alloc(n)
-elif how.startswith("arena"):
-    import svmbatch.torch as sbt
+if how.startswith("arena"):
     if how == "arena_async":
         keep = sbt.Arena(n, wait=False)
         first = keep.empty(64 << 20, dtype=torch.uint8)
@@ -65,10 +58,20 @@ elif how.startswith("arena"):
     else:
         keep = sbt.Arena(n, huge_pages=how != "arena_small_pages")
     out["ready_s"] = time.perf_counter() - t0
-    view = keep.empty(n - (1 << 20), dtype=torch.uint8)
-    ptr = view.data_ptr()
+    # The copy's source carved from the arena (inside one chunk).
+    view = keep.empty(min(4 << 30, n // 2), dtype=torch.uint8)
     out["pinned"] = view.is_pinned()
-out.setdefault("ready_s", time.perf_counter() - t0)
+    ptr, n = view.data_ptr(), 2 * view.numel()
+else:
+    if how == "torch":
+        keep = torch.empty(n, dtype=torch.uint8, pin_memory=True)
+        ptr = keep.data_ptr()
+    elif how == "diy":
+        keep, ptr = diy_pool(n)
+    else:
+        keep, ptr = host_alloc(n)
+    out["ready_s"] = time.perf_counter() - t0
+    ptr += n // 4  # the copy's source from the pool's middle
 out["h2d_GBps"], out["h2d_all_GBps"] = h2d_GBps(ptr, n, int(sys.argv[4]))
 print(json.dumps(out))
 """
@@ -139,14 +142,12 @@ def host_alloc(n):
     return rt, p.value
 
 
-def h2d_GBps(ptr, n, reps, size=4 * GIB):
-    """GB/s of one size-byte copy from the middle of [ptr, ptr + n) to a
-    GPU tensor, median of reps."""
+def h2d_GBps(ptr, n, reps):
+    """GB/s of one copy of n / 2 bytes (at most 4 GiB) from ptr to a GPU
+    tensor, median of reps after one warm-up."""
     import torch
-    size = min(size, n // 2)
-    start = (n // 2) // 4096 * 4096
-    host = torch.frombuffer((ctypes.c_uint8 * size).from_address(ptr + start),
-                            dtype=torch.uint8)
+    size = min(4 * GIB, n // 2)
+    host = torch.frombuffer((ctypes.c_uint8 * size).from_address(ptr), dtype=torch.uint8)
     dev = torch.empty(size, dtype=torch.uint8, device="cuda")
     rates = []
     for _ in range(reps + 1):
@@ -235,13 +236,55 @@ def bench_pin(count, nbytes, reps):
             "per_tensor_register_loop_ms": per, "pin_over_floor": ours / floor}
 
 
+def bench_register_threads(gib, pieces=8):
+    """cudaHostRegister of a faulted-in gib GiB mapping in pieces calls,
+    from 1, 2, 4 and 8 threads (the ctypes calls release the GIL): whether
+    the driver registers in parallel."""
+    rt = cudart()
+    rt.cudaHostRegister.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint)
+    rt.cudaHostUnregister.argtypes = (ctypes.c_void_p,)
+    n = gib * GIB
+    mm = mmap.mmap(-1, n, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    mm.madvise(mmap.MADV_HUGEPAGE)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    populate(base, n)
+    step = n // pieces
+    out = {"gib": gib, "pieces": pieces, "seconds": {}}
+    for threads in (1, 2, 4, 8):
+        errs = []
+
+        def work(k):
+            for j in range(k, pieces, threads):
+                rc = rt.cudaHostRegister(base + j * step, step, 0)
+                if rc:
+                    errs.append(rc)
+
+        t0 = time.perf_counter()
+        ts = [threading.Thread(target=work, args=(k,)) for k in range(threads)]
+        for t in ts:
+            t.start()
+        for t in ts:
+            t.join()
+        out["seconds"][str(threads)] = time.perf_counter() - t0
+        for j in range(pieces):
+            rt.cudaHostUnregister(base + j * step)
+        if errs:
+            out["error"] = f"cudaHostRegister: {errs[0]}"
+            break
+    return out
+
+
 METHOD = {
     "pools": "each way in a fresh process, CUDA initialised before the clock; ready_s: from "
              "the call to the pool usable as pinned memory (arena_async: until wait() "
              "returns; first_tensor_ms: until its first 64 MiB tensor is carved); diy: mmap, "
              "MADV_HUGEPAGE, 16 threads of MADV_POPULATE_WRITE, one cudaHostRegister; h2d: "
-             "one 4 GiB copy from the pool's middle to a GPU tensor, non_blocking, median of "
-             "h2d_reps after one warm-up; ready_s medians over reps processes",
+             "one 4 GiB copy to a GPU tensor (from the pool's middle; from an arena, from a "
+             "4 GiB tensor carved from it), non_blocking, median of h2d_reps after one "
+             "warm-up; ready_s medians over reps processes",
+    "register_threads": "a faulted-in THP mapping registered with cudaHostRegister in 8 "
+                        "equal calls from 1, 2, 4 and 8 threads (ctypes, GIL released), "
+                        "unregistered between; seconds for all 8 calls",
     "pin": "in one process, median of reps calls each: svmbatch.torch.pin(tensors) (closed "
            "after each); pin(cuda=False) (the registration alone); the storage walk alone "
            "(Python side); the floor: one cudaHostRegister of a contiguous faulted-in buffer "
@@ -284,6 +327,9 @@ def main():
         res["pin"].append(bench_pin(count, nbytes, args.pin_reps))
         print(json.dumps(res["pin"][-1]), file=sys.stderr)
         save()
+    res["register_threads"] = bench_register_threads(16)
+    print(json.dumps(res["register_threads"]), file=sys.stderr)
+    save()
     res["pools"] = []
     for gib in (int(g) for g in args.gib.split(",")):
         ways = ["diy", "arena", "arena_async", "cudaHostAlloc", "torch"]
