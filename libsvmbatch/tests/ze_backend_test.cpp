@@ -61,6 +61,9 @@ struct ZeFake {
 	}
 	static void add_host_alloc(void *p, std::size_t len) { fake_ze_add_host_alloc(p, len); }
 	static void add_managed(void *p, std::size_t len) { fake_ze_add_shared(p, len); }
+	static void add_device(void *p, std::size_t len) { fake_ze_add_device(p, len); }
+	/// Plain memory is classified by asking whether the driver imported it.
+	static int classify_calls() { return fake_ze_import_queries(); }
 	static int registered() { return fake_ze_imported(); }
 	static int register_calls() { return fake_ze_import_calls(); }
 	static std::size_t largest_register() { return fake_ze_largest_import(); }

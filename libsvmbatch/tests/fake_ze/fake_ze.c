@@ -79,7 +79,7 @@ struct device_properties {
 static struct block blocks[MAX_BLOCKS];
 static int nr_blocks;
 static int nr_drivers = 1, nr_devices = 1, initialized, early_calls, zex_present = 1;
-static int import_calls;
+static int import_calls, import_queries;
 static size_t largest_import;
 static int fail_import_after = -1, fail_import_result;
 static int fail_base_after = -1, fail_base_result;
@@ -115,6 +115,7 @@ EXPORT void fake_ze_reset(int drivers, int devices)
 	early_calls = 0;
 	zex_present = 1;
 	import_calls = 0;
+	import_queries = 0;
 	largest_import = 0;
 	fail_import_after = -1;
 	fail_base_after = -1;
@@ -172,6 +173,10 @@ EXPORT int fake_ze_import_calls(void)
 EXPORT size_t fake_ze_largest_import(void)
 {
 	return largest_import;
+}
+EXPORT int fake_ze_import_queries(void)
+{
+	return import_queries;
 }
 EXPORT int fake_ze_dmabufs_imported(void)
 {
@@ -489,6 +494,8 @@ static int zex_base_address(void *driver, void *ptr, void **base)
 		return ret;
 	if (driver != &driver_handle)
 		return ZE_INVALID_NULL_HANDLE;
+	if (!base)
+		import_queries++;
 	if (!b)
 		return ZE_INVALID_ARGUMENT;
 	if (base) {

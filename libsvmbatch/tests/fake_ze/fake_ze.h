@@ -47,6 +47,9 @@ void fake_ze_add_device(void *p, size_t len);
 int fake_ze_imported(void);
 int fake_ze_import_calls(void);
 size_t fake_ze_largest_import(void);
+/* zexDriverGetHostPointerBaseAddress calls that only ask whether a pointer
+ * is imported (no base wanted): how ZeBackend classifies plain memory. */
+int fake_ze_import_queries(void);
 /* dma-bufs imported now, contexts alive now. */
 int fake_ze_dmabufs_imported(void);
 int fake_ze_contexts(void);
