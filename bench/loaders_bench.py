@@ -43,6 +43,8 @@ import subprocess
 import sys
 import time
 
+from page_cache import drop_caches
+
 BENCHMARK = "loaders"
 METHOD = ("each loader in a fresh process per cell, CUDA and imports before the clock; first = "
           "the first load from the call to torch.cuda.synchronize() after the last tensor; "
@@ -225,16 +227,6 @@ def child(loader, path, files, reps, digests, extra=None, timeout=900):
     if r.returncode != 0:
         return {"error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1][:400]}
     return json.loads(r.stdout.strip().splitlines()[-1])
-
-
-def drop_caches():
-    os.sync()
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
 
 
 def read_once(files):

@@ -34,6 +34,7 @@ import torch
 
 import svmbatch
 import svmbatch.torch as sbt
+from page_cache import drop_caches
 
 
 def median_ms(fn, reps, setup=None, teardown=None):
@@ -173,17 +174,6 @@ def gpu_equal(a, b):
         a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and
         torch.equal(a[k].view(-1).view(torch.uint8), b[k].view(-1).view(torch.uint8))
         for k in a)
-
-
-def drop_caches():
-    """Write back, then drop the page cache; False where that is refused."""
-    os.sync()  # dirty pages are not dropped
-    try:
-        with open("/proc/sys/vm/drop_caches", "w") as f:
-            f.write("3\n")
-        return True
-    except OSError:
-        return False
 
 
 def bench_load(path, reps, cold=False):
