@@ -128,33 +128,40 @@ cuda-programs: lib
 		$(LIB_OUT)/compile_commands.json); \
 	test $$n -gt 0 || { echo "cuda: nvcc is here, but make lib compiled no CUDA program"; exit 1; }
 
-# The HIP example (examples/hip_programs.cmake): make lib compiled it with
-# hipcc for every GPU the toolchain can target (hip_architectures.txt), and
-# the program holds a code object for each.
+# The HIP examples (examples/hip_programs.cmake): make lib compiled them
+# with hipcc for every GPU the toolchain can target (hip_architectures.txt),
+# and each program holds a code object for each: hip_scatter_read, and
+# hip_gpu_io (<svmbatch/gpu_io/device.cuh> under hipcc).
 HIP_EXAMPLE := $(LIB_OUT)/examples/hip_scatter_read
-## hip-programs check that make lib compiled the HIP example for its GPUs (needs hipcc)
+HIP_GPU_IO := $(LIB_OUT)/examples/hip_gpu_io
+## hip-programs check that make lib compiled the HIP examples for its GPUs (needs hipcc)
 hip-programs: lib
 	@set -e; archs=$$(cat $(LIB_OUT)/examples/hip_architectures.txt); \
-	test -x $(HIP_EXAMPLE) || { echo "hip: hipcc is here, but make lib built no $(HIP_EXAMPLE)"; exit 1; }; \
-	for a in $$archs; do \
-		grep -qa "amdgcn-amd-amdhsa--$$a" $(HIP_EXAMPLE) || { echo "hip: no $$a code object in $(HIP_EXAMPLE)"; exit 1; }; \
-		echo "hip: $(HIP_EXAMPLE) holds a $$a code object"; \
+	for p in $(HIP_EXAMPLE) $(HIP_GPU_IO); do \
+		test -x $$p || { echo "hip: hipcc is here, but make lib built no $$p"; exit 1; }; \
+		for a in $$archs; do \
+			grep -qa "amdgcn-amd-amdhsa--$$a" $$p || { echo "hip: no $$a code object in $$p"; exit 1; }; \
+			echo "hip: $$p holds a $$a code object"; \
+		done; \
 	done
 
 # On a machine with an AMD GPU (ROCm's /dev/kfd): the HIP example maps its
-# registration through HipBackend and checksums it on the GPU, and the real
-# runtime's tests map scattered buffers.  A skip is a failure here.
-## hip-device-test  the HIP example and runtime tests on this machine's AMD GPU (needs /dev/kfd)
+# registration through HipBackend and checksums it on the GPU, hip_gpu_io's
+# kernel copies a file by itself through an IoLoop (svmbatch_read and
+# svmbatch_write of the device header), and the real runtime's tests map
+# scattered buffers.  A skip is a failure here.
+## hip-device-test  the HIP examples and runtime tests on this machine's AMD GPU (needs /dev/kfd)
 hip-device-test: lib
 	@test -e /dev/kfd || { echo "hip-device-test: no /dev/kfd: this machine has no AMD GPU for ROCm"; exit 1; }
 	@set -e; log=$(BUILD)/hip-device-test.log; : >$$log; \
 	modes=userspace; test -w /dev/svmbatch && modes="$$modes kernel"; \
 	for m in $$modes; do $(HIP_EXAMPLE) --mode $$m >>$$log 2>&1 || rc=1; done; \
+	$(HIP_GPU_IO) >>$$log 2>&1 || rc=1; \
 	$(LIB_OUT)/tests/svmbatch_hip_runtime_tests >>$$log 2>&1 || rc=1; \
 	cat $$log; \
 	if [ -n "$${rc-}" ] || grep -qE '^not ok|# SKIP|SKIPPED|FAILED' $$log; then \
 		echo "hip-device-test: FAILED (a failure or a skip above)"; exit 1; fi; \
-	echo "hip-device-test: PASS: the GPU checksummed every buffer ($$modes mode), HipBackend mapped through the real runtime"
+	echo "hip-device-test: PASS: the GPU checksummed every buffer ($$modes mode), copied a file through an IoLoop, HipBackend mapped through the real runtime"
 
 # The Debian packages (svmbatch-dkms, libsvmbatch1, libsvmbatch-dev,
 # svmbatch-tools) into build/deb/, built from a copy of the sources

@@ -1,5 +1,5 @@
 # SPDX-License-Identifier: MIT
-# The HIP example, compiled by hipcc (examples/CMakeLists.txt includes this
+# The HIP examples, compiled by hipcc (examples/CMakeLists.txt includes this
 # where SVMBATCH_HIP_PROGRAMS is on).  CMake 3.25's HIP language wants
 # ROCm's own layout, which Debian's packages do not have: hipcc compiles
 # the object, CMake links it.
@@ -46,17 +46,27 @@ foreach(arch ${SVMBATCH_HIP_BUILT_ARCHITECTURES})
   list(APPEND _arch_flags --offload-arch=${arch})
 endforeach()
 file(GLOB_RECURSE _headers ${CMAKE_CURRENT_SOURCE_DIR}/../libsvmbatch/include/*.hpp
-     ${CMAKE_CURRENT_SOURCE_DIR}/../libsvmbatch/include/*.h)
+     ${CMAKE_CURRENT_SOURCE_DIR}/../libsvmbatch/include/*.h
+     ${CMAKE_CURRENT_SOURCE_DIR}/../libsvmbatch/include/*.cuh)
 list(APPEND _headers ${SVMBATCH_GENERATED_INCLUDE}/svmbatch/all.hpp)
-set(_obj ${CMAKE_CURRENT_BINARY_DIR}/hip_scatter_read.o)
-add_custom_command(OUTPUT ${_obj}
-  COMMAND ${HIPCC_EXECUTABLE} ${_arch_flags} -std=c++20 -O2 -Wall -Wextra -Werror
-          -I${CMAKE_CURRENT_SOURCE_DIR}/../libsvmbatch/include -I${SVMBATCH_GENERATED_INCLUDE}
-          -I${SVMBATCH_UAPI_DIR} -c ${CMAKE_CURRENT_SOURCE_DIR}/hip_scatter_read.hip -o ${_obj}
-  DEPENDS hip_scatter_read.hip ${_headers} ${SVMBATCH_GENERATED_INCLUDE}/svmbatch/config.h
-  COMMENT "hipcc hip_scatter_read.hip (${_built})"
-  VERBATIM)
-add_executable(hip_scatter_read ${_obj})
-set_source_files_properties(${_obj} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
-set_target_properties(hip_scatter_read PROPERTIES LINKER_LANGUAGE CXX)
-target_link_libraries(hip_scatter_read PRIVATE svmbatch_static ${AMDHIP64_LIBRARY})
+# hipcc compiles each program's object, CMake links it with the library
+# and libamdhip64.
+function(svmbatch_hip_program name)
+  set(_obj ${CMAKE_CURRENT_BINARY_DIR}/${name}.o)
+  add_custom_command(OUTPUT ${_obj}
+    COMMAND ${HIPCC_EXECUTABLE} ${_arch_flags} -std=c++20 -O2 -Wall -Wextra -Werror
+            -I${CMAKE_CURRENT_SOURCE_DIR}/../libsvmbatch/include -I${SVMBATCH_GENERATED_INCLUDE}
+            -I${SVMBATCH_UAPI_DIR} -c ${CMAKE_CURRENT_SOURCE_DIR}/${name}.hip -o ${_obj}
+    DEPENDS ${name}.hip ${_headers} ${SVMBATCH_GENERATED_INCLUDE}/svmbatch/config.h
+    COMMENT "hipcc ${name}.hip (${_built})"
+    VERBATIM)
+  add_executable(${name} ${_obj})
+  set_source_files_properties(${_obj} PROPERTIES EXTERNAL_OBJECT TRUE GENERATED TRUE)
+  set_target_properties(${name} PROPERTIES LINKER_LANGUAGE CXX)
+  target_link_libraries(${name} PRIVATE svmbatch_static ${AMDHIP64_LIBRARY})
+endfunction()
+
+# The scatter-read loop of a HIP program.
+svmbatch_hip_program(hip_scatter_read)
+# GPU-driven I/O from a HIP kernel: <svmbatch/gpu_io/device.cuh> under hipcc.
+svmbatch_hip_program(hip_gpu_io)

@@ -151,8 +151,13 @@ host_program ze-runtime-host build/lib-asan/tests/svmbatch_ze_runtime_tests \
 if hip_probe; then
 	host_program hip-scatter-read-host build/lib-asan/examples/hip_scatter_read \
 		build/lib-asan/examples/hip_scatter_read --mode userspace
+	# GPU-driven I/O under hipcc: it links and runs; its kernel needs an
+	# AMD GPU (make hip-device-test), so its steps say why they skip.
+	host_program hip-gpu-io-host build/lib-asan/examples/hip_gpu_io \
+		build/lib-asan/examples/hip_gpu_io
 else
 	tap_skip hip-scatter-read-host "$absent: make lib-asan builds no hip_scatter_read"
+	tap_skip hip-gpu-io-host "$absent: make lib-asan builds no hip_gpu_io"
 fi
 # UCX (Debian's 1.13) over a registration's merged ranges: two processes,
 # ucp_mem_map, put and get, byte for byte; tcp here (examples/ucx_put_get.cpp).
