@@ -1,0 +1,176 @@
+// SPDX-License-Identifier: MIT
+// The protocol steps of <svmbatch/gpu_io/ring.h> as the GPU device header
+// (<svmbatch/gpu_io/device.cuh>, CUDA and HIP alike) takes them, played by
+// CPU threads: warps of lanes that claim their tickets with one add to a
+// counter of their own (the GPU's is in device memory, not the ring's
+// host_tail), wait for their slots, fill and publish reads and writes,
+// wait for their completions and free the slots, through a ring with
+// fewer slots than lanes; and the poll schedule a waiting warp sleeps by.
+// What a GPU adds (its votes, its sleep, its fences over PCIe) needs one:
+// Documentation/amd.rst and gpu_io.rst say which run proves what.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <atomic>
+#include <barrier>
+#include <cerrno>
+#include <cstring>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <svmbatch/all.hpp>
+
+#include "test_util.hpp"
+
+namespace svmbatch {
+namespace {
+
+using test::pattern_byte;
+
+TEST(IoRingSteps, ThePollScheduleIsFastThenBacksOffToItsCap)
+{
+	constexpr std::uint32_t fast = 20000, max = 8192;
+	/* The fast phase: always the shortest sleep. */
+	std::uint32_t ns = 0;
+	std::uint64_t waited = 0;
+	while (waited < fast) {
+		ns = svmbatch_io_poll_sleep_ns(waited, ns, fast, max);
+		EXPECT_EQ(ns, SVMBATCH_IO_POLL_MIN_NS) << waited;
+		waited += ns + SVMBATCH_IO_POLL_ROUND_TRIP_NS;
+	}
+	/* Then doubling, up to the cap, and there it stays. */
+	std::vector<std::uint32_t> seen;
+	for (int i = 0; i < 12; i++) {
+		ns = svmbatch_io_poll_sleep_ns(waited, ns, fast, max);
+		seen.push_back(ns);
+		waited += ns + SVMBATCH_IO_POLL_ROUND_TRIP_NS;
+	}
+	const std::vector<std::uint32_t> want{128,  256,  512,	1024, 2048, 4096,
+					      8192, 8192, 8192, 8192, 8192, 8192};
+	EXPECT_EQ(seen, want);
+	/* A cap under the minimum is the minimum; no fast phase starts at once
+	 * from the minimum; a cap that is not a power of two is reached. */
+	EXPECT_EQ(svmbatch_io_poll_sleep_ns(1 << 20, 64, 0, 10), SVMBATCH_IO_POLL_MIN_NS);
+	EXPECT_EQ(svmbatch_io_poll_sleep_ns(0, 0, 0, 8192), SVMBATCH_IO_POLL_MIN_NS);
+	EXPECT_EQ(svmbatch_io_poll_sleep_ns(1 << 20, 4096, 0, 6000), 6000u);
+	EXPECT_EQ(svmbatch_io_poll_sleep_ns(1 << 20, 6000, 0, 6000), 6000u);
+	/* The defaults of svmbatch_gpu_queue_create(). */
+	EXPECT_GE(SVMBATCH_GPU_MAX_POLL_NS, SVMBATCH_IO_POLL_MIN_NS);
+	EXPECT_GT(SVMBATCH_GPU_FAST_POLL_NS, 0u);
+}
+
+/// One lane of a CPU "warp", taking device.cuh's steps with ring.h's
+/// functions and C++ atomics where the header has system-scope ones.
+struct Lane {
+	const svmbatch_io_queue &q;
+
+	/// publish(): the slot of ticket t free, fill, publish (release).
+	void publish(std::uint64_t t, std::uint32_t op, std::uint32_t file, std::uint64_t off,
+		     std::uint64_t len, std::uint32_t buffer, std::uint64_t boff) const
+	{
+		svmbatch_io_request *slot = svmbatch_io_request_slot(&q, t);
+		std::atomic_ref seq(slot->seq);
+		while (seq.load(std::memory_order_acquire) != svmbatch_io_seq_free(t))
+			std::this_thread::yield();
+		svmbatch_io_fill(slot, op, file, off, len, buffer, boff, t);
+		seq.store(svmbatch_io_seq_published(t), std::memory_order_release);
+	}
+	/// svmbatch_wait(): the completion of t (acquire), its slot freed.
+	svmbatch_io_completion wait(std::uint64_t t) const
+	{
+		svmbatch_io_completion *c = svmbatch_io_completion_slot(&q, t);
+		std::atomic_ref seq(c->seq);
+		while (seq.load(std::memory_order_acquire) != svmbatch_io_seq_published(t))
+			std::this_thread::yield();
+		svmbatch_io_completion out = *c;
+		seq.store(svmbatch_io_seq_next_lap(q.mask, t), std::memory_order_release);
+		return out;
+	}
+};
+
+/* 4 warps of 32 CPU lanes, 32 slots: each round, a warp's leader claims 32
+ * tickets with one add and the lanes take base + rank (device.cuh's
+ * publish()); each lane writes a piece of its own from its slice of the
+ * source buffer to the file, then reads it back into its slice of the
+ * destination buffer, waiting for each ticket in the order it took it.
+ * Every completion has its ticket as tag, status 0 and all its bytes;
+ * the file and the destination hold the source's bytes. */
+TEST(IoRingSteps, WarpsOfCpuLanesWriteAndReadThroughFewerSlots)
+{
+	constexpr unsigned warps = 4, lanes = 32, rounds = 25;
+	constexpr std::size_t piece = 1000;
+	constexpr std::size_t lane_bytes = rounds * piece;
+	constexpr std::size_t buf_len = std::size_t{warps} * lanes * lane_bytes;
+	std::optional<Context> ctx;
+	ctx.emplace(test::make_context());
+	std::vector<char> src(buf_len), dst(buf_len, 0);
+	for (std::size_t k = 0; k < buf_len; k++)
+		src[k] = static_cast<char>(pattern_byte(k * 3));
+	Buffer bufs[] = {{src.data(), buf_len, Access::ReadOnly}, {dst.data(), buf_len}};
+	Registration reg = ctx->register_buffers(bufs);
+	test::ScratchFile file(buf_len);
+	IoLoopOptions o;
+	o.slots = 32;
+	o.io.threads = 2;
+	IoLoop loop(*ctx, reg, o);
+	const std::uint32_t f = loop.add_file(file.fd());
+	const svmbatch_io_queue q = loop.host_queue();
+	std::atomic<std::uint64_t> device_tail{0}; /* the GPU's counter, not the ring's */
+	std::atomic<unsigned> bad{0};
+
+	auto warp = [&](unsigned w) {
+		std::barrier meet(lanes);
+		std::uint64_t base = 0; /* the leader's, read after the barrier */
+		auto lane = [&](unsigned l) {
+			const Lane me{q};
+			for (unsigned r = 0; r < rounds; r++) {
+				const std::size_t at =
+					(std::size_t{w} * lanes + l) * lane_bytes + r * piece;
+				std::uint64_t tw = 0, tr = 0;
+				for (std::uint32_t op : {SVMBATCH_IO_WRITE, SVMBATCH_IO_READ}) {
+					if (l == 0)
+						base = device_tail.fetch_add(lanes);
+					meet.arrive_and_wait();
+					const std::uint64_t t = base + l;
+					meet.arrive_and_wait(); /* base read by all */
+					me.publish(t, op, f, at, piece,
+						   op == SVMBATCH_IO_WRITE ? 0 : 1, at);
+					(op == SVMBATCH_IO_WRITE ? tw : tr) = t;
+					if (op == SVMBATCH_IO_WRITE) {
+						/* The read must follow the write: wait first. */
+						svmbatch_io_completion c = me.wait(tw);
+						if (c.status || c.bytes != piece || c.tag != tw)
+							bad++;
+					}
+				}
+				svmbatch_io_completion c = me.wait(tr);
+				if (c.status || c.bytes != piece || c.tag != tr)
+					bad++;
+			}
+		};
+		std::vector<std::thread> ls;
+		for (unsigned l = 0; l < lanes; l++)
+			ls.emplace_back(lane, l);
+		for (auto &t : ls)
+			t.join();
+	};
+	std::vector<std::thread> ws;
+	for (unsigned w = 0; w < warps; w++)
+		ws.emplace_back(warp, w);
+	for (auto &t : ws)
+		t.join();
+
+	EXPECT_EQ(bad.load(), 0u);
+	EXPECT_EQ(std::memcmp(dst.data(), src.data(), buf_len), 0);
+	std::vector<char> back(buf_len);
+	ASSERT_EQ(::pread(file.fd(), back.data(), buf_len, 0), static_cast<ssize_t>(buf_len));
+	EXPECT_EQ(std::memcmp(back.data(), src.data(), buf_len), 0);
+	const IoLoopStats st = loop.stats();
+	EXPECT_EQ(st.completed, std::uint64_t{2} * warps * lanes * rounds);
+	EXPECT_EQ(st.failed, 0u);
+}
+
+} // namespace
+} // namespace svmbatch
