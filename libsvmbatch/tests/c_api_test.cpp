@@ -397,6 +397,32 @@ TEST_F(CApiTest, StaleNotificationGivesAnEventfdInKernelModeOnly)
 	svmbatch_reg_destroy(reg);
 }
 
+TEST_F(CApiTest, NoPrefaultChecksButLeavesThePagesOut)
+{
+	Pages mem(4), none(1);
+	ASSERT_NE(mem.get(), nullptr);
+	ASSERT_NE(none.get(), nullptr);
+	ASSERT_EQ(::mprotect(none.get(), page, PROT_NONE), 0);
+	svmbatch_buffer b[] = {{mem.get(), 3 * page, SVMBATCH_ACCESS_READ_WRITE},
+			       {none.get(), 10, SVMBATCH_ACCESS_READ_WRITE}};
+	svmbatch_reg_options opt = {SVMBATCH_REG_NO_PREFAULT};
+	svmbatch_reg *reg = nullptr;
+	size_t failed = 0;
+
+	EXPECT_EQ(svmbatch_reg_create_with(ctx_, b, 2, &opt, &reg, &failed), -EFAULT);
+	EXPECT_EQ(failed, 1u);
+	ASSERT_EQ(svmbatch_reg_create_with(ctx_, b, 1, &opt, &reg, nullptr), 0)
+		<< svmbatch_last_error();
+	std::vector<unsigned char> vec(3);
+	ASSERT_EQ(::mincore(mem.get(), 3 * page, vec.data()), 0);
+	int resident = 0;
+	for (unsigned char v : vec)
+		resident += v & 1;
+	/* Kernel mode pins, which faults the pages in. */
+	EXPECT_EQ(resident, c_mode() == SVMBATCH_MODE_KERNEL ? 3 : 0);
+	svmbatch_reg_destroy(reg);
+}
+
 #if !SVMBATCH_HAS_RDMA
 TEST_F(CApiTest, RdmaWithoutTheBackendIsEopnotsupp)
 {

@@ -58,11 +58,25 @@ struct FreeDeleter {
 };
 using MallocPtr = std::unique_ptr<char, FreeDeleter>;
 
+/* Pages of [p, p + len) in memory (mincore), or -1. */
+long resident_pages(const void *p, std::size_t len)
+{
+	std::vector<unsigned char> vec((len + page - 1) / page);
+	long n = 0;
+
+	if (::mincore(const_cast<void *>(p), len, vec.data()))
+		return -1;
+	for (unsigned char v : vec)
+		n += v & 1;
+	return n;
+}
+
 /* The Error of registering b, or a failed expectation. */
-Error register_error(Context &ctx, const std::vector<Buffer> &b)
+Error register_error(Context &ctx, const std::vector<Buffer> &b,
+		     const RegisterOptions &options = {})
 {
 	try {
-		Registration r = ctx.register_buffers(b);
+		Registration r = ctx.register_buffers(b, options);
 	} catch (const Error &e) {
 		return e;
 	}
@@ -239,6 +253,60 @@ TEST_P(RegistrationVmaTest, WritableSharedFileMappingIsEopnotsupp)
 	Registration r =
 		ctx_.register_buffers(std::vector<Buffer>{{m.get(), 4 * page, Access::ReadOnly}});
 	EXPECT_EQ(r.pages(), 4u);
+}
+
+/* Without the prefault, the VMA checks refuse the same buffers alike. */
+TEST_P(RegistrationVmaTest, WithoutPrefaultTheChecksStillRefuse)
+{
+	RegisterOptions no_prefault;
+	no_prefault.prefault = false;
+	Mapping m(8 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+	Mapping none(2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS);
+	Mapping ro(2 * page, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS);
+	ASSERT_TRUE(m.get() && none.get() && ro.get());
+	ASSERT_EQ(::munmap(m.get() + 4 * page, page), 0);
+	std::vector<std::vector<Buffer>> refused{
+		{{m.get(), 3 * page}, {m.get() + 3 * page, 3 * page}}, /* a hole under 1 */
+		{{m.get(), 10}, {none.get() + 100, 10}}, /* PROT_NONE */
+		{{m.get(), 10}, {ro.get() + page, 10}}, /* read-only, for writing */
+	};
+
+	for (const auto &b : refused) {
+		Error with = register_error(ctx_, b);
+		Error without = register_error(ctx_, b, no_prefault);
+
+		EXPECT_EQ(without.err(), EFAULT);
+		EXPECT_EQ(without.err(), with.err());
+		EXPECT_EQ(without.step(), with.step());
+		EXPECT_EQ(without.buffer_index(), 1u);
+		EXPECT_EQ(without.buffer_index(), with.buffer_index());
+		EXPECT_STREQ(without.what(), with.what());
+	}
+	expect_nothing_pinned();
+}
+
+/*
+ * Userspace mode faults the pages in unless told not to; kernel mode
+ * ignores the option, as pinning faults them in.
+ */
+TEST_F(RegistrationTest, PrefaultFaultsInUnlessToldNotTo)
+{
+	Mapping fresh(8 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+	Mapping other(8 * page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS);
+	ASSERT_TRUE(fresh.get() && other.get());
+	ASSERT_EQ(resident_pages(fresh.get(), 8 * page), 0);
+	RegisterOptions no_prefault;
+	no_prefault.prefault = false;
+
+	{
+		Registration r =
+			ctx_.register_buffers(std::vector<Buffer>{{fresh.get() + 10, 6 * page}},
+					      no_prefault);
+		long expected = r.mode() == Mode::Kernel ? 7 : 0;
+		EXPECT_EQ(resident_pages(fresh.get(), 8 * page), expected);
+	}
+	Registration r = ctx_.register_buffers(std::vector<Buffer>{{other.get() + 10, 6 * page}});
+	EXPECT_EQ(resident_pages(other.get(), 8 * page), 7) << "the pages under the buffer";
 }
 
 TEST_P(RegistrationVmaTest, SharedMemfdIsFine)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstdint>
+#include <memory>
 #include <utility>
 #include <vector>
 
@@ -149,6 +150,63 @@ TEST(TorchPin, AFailureNamesTheTensorAndLeavesNothing)
 	EXPECT_EQ(e.err(), EINVAL);
 	EXPECT_EQ(e.buffer_index(), 1u);
 	::munmap(ro, page);
+}
+
+/* A backend that maps nothing and counts the pages in memory when asked to map. */
+class ResidencyProbe : public GpuBackend {
+public:
+	const char *name() const noexcept override { return "probe"; }
+	GpuMapping map(const Registration &registration) override
+	{
+		const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+		resident = 0;
+		for (const KernelRange &r : registration.ranges()) {
+			std::vector<unsigned char> vec(r.len / page);
+			// NOLINTNEXTLINE(performance-no-int-to-ptr): the registered address
+			if (::mincore(reinterpret_cast<void *>(r.addr), r.len, vec.data()))
+				ADD_FAILURE() << "mincore: " << errno;
+			for (unsigned char v : vec)
+				resident += v & 1;
+		}
+		return {"probe", GpuAddressKind::DevicePointer,
+			std::vector<std::uint64_t>(registration.buffers().size()),
+			std::make_unique<GpuMappingOwner>()};
+	}
+
+	long resident = -1;
+};
+
+/* Mapped at once, the pages are left to the runtime's pinning to fault in. */
+TEST(TorchPin, AMappedPinLeavesFaultingInToTheBackend)
+{
+	Context ctx = test::make_context();
+	const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+	const std::size_t len = 4 * page;
+	void *mem = ::mmap(nullptr, 2 * len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+			   -1, 0);
+	ASSERT_NE(mem, MAP_FAILED);
+	auto *bytes = static_cast<char *>(mem);
+	const auto n = static_cast<std::int64_t>(len);
+	ResidencyProbe probe;
+
+	{
+		torch::PinnedTensors p =
+			torch::pin(ctx, {at::from_blob(bytes, {n}, at::kByte)}, &probe);
+		ASSERT_NE(p.mapping(), nullptr);
+		/* Kernel mode pins, which faults the pages in. */
+		EXPECT_EQ(probe.resident, ctx.mode() == Mode::Kernel ? 4 : 0);
+	}
+	{
+		torch::PinnedTensors p =
+			torch::pin(ctx, {at::from_blob(bytes + len, {n}, at::kByte)});
+		std::vector<unsigned char> vec(4);
+		ASSERT_EQ(::mincore(bytes + len, len, vec.data()), 0);
+		EXPECT_EQ(std::count_if(vec.begin(), vec.end(),
+					[](unsigned char v) { return v & 1; }),
+			  4)
+			<< "without a backend the registration faults the pages in";
+	}
+	::munmap(mem, 2 * len);
 }
 
 } // namespace

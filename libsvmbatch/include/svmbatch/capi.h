@@ -87,6 +87,8 @@ struct svmbatch_fixed_slice {
 
 /* svmbatch_reg_options.flags */
 #define SVMBATCH_REG_NOTIFY_STALE (1U << 0) /* a stale eventfd: svmbatch_reg_get_stale_fd */
+/* Userspace mode: check the mappings, leave faulting in to the GPU runtime. */
+#define SVMBATCH_REG_NO_PREFAULT  (1U << 1)
 
 struct svmbatch_reg_options {
 	unsigned int flags; /* SVMBATCH_REG_* */

@@ -47,6 +47,18 @@ struct RegisterOptions {
 	/// querying every entry.  EOPNOTSUPP in userspace mode or where the
 	/// module lacks SVMBATCH_FEATURE_STALE_NOTIFY.
 	bool notify_stale = false;
+	/// Userspace mode: after checking the mappings, fault the pages in
+	/// (MADV_POPULATE_READ/WRITE) as the module's pinning would, so that
+	/// what only faulting in finds (no memory, VM_IO or VM_PFNMAP memory,
+	/// a file mapping past the end of its file) fails the registration.
+	/// false: the checks alone, which still refuse holes, PROT_NONE,
+	/// read-only memory registered for writing and shared file mappings
+	/// that need dirty tracking with the same errors; the pages are left
+	/// as they are.  For a caller that hands the registration straight to
+	/// a GPU runtime (or io_uring), which faults the same pages in when it
+	/// pins them: what the checks miss then fails there.  Kernel mode
+	/// ignores it: the module pins, and pinning faults in.
+	bool prefault = true;
 };
 
 namespace detail {

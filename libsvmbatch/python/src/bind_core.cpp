@@ -163,7 +163,8 @@ std::pair<Buffer, HeldBuffer> parse_buffer(py::handle item, std::size_t index)
 			     std::string(Py_TYPE(item.ptr())->tp_name));
 }
 
-std::shared_ptr<PyRegistration> register_buffers(Context &ctx, const py::iterable &items)
+std::shared_ptr<PyRegistration> register_buffers(Context &ctx, const py::iterable &items,
+						 bool prefault)
 {
 	std::vector<Buffer> buffers;
 	std::vector<HeldBuffer> held;
@@ -176,7 +177,10 @@ std::shared_ptr<PyRegistration> register_buffers(Context &ctx, const py::iterabl
 	std::shared_ptr<Registration> registration;
 	{
 		py::gil_scoped_release nogil;
-		registration = std::make_shared<Registration>(ctx.register_buffers(buffers));
+		RegisterOptions options;
+		options.prefault = prefault;
+		registration =
+			std::make_shared<Registration>(ctx.register_buffers(buffers, options));
 	}
 	return std::make_shared<PyRegistration>(std::move(registration), std::move(held), true);
 }
@@ -221,9 +225,12 @@ void bind_context(py::module_ &m)
 		     py::arg("device") = Context::default_device)
 		.def_property_readonly("mode", &Context::mode)
 		.def_property_readonly("info", &Context::info)
-		.def("register", &register_buffers, py::arg("buffers"),
+		.def("register", &register_buffers, py::arg("buffers"), py::kw_only(),
+		     py::arg("prefault") = true,
 		     "Register every buffer in one step (all or none): (address, length"
-		     "[, read_only]) tuples, buffer-protocol objects, DLPack producers");
+		     "[, read_only]) tuples, buffer-protocol objects, DLPack producers.  "
+		     "prefault=False (userspace mode): check the mappings but leave the "
+		     "pages to the GPU runtime that maps the registration next");
 }
 
 void bind_dmabuf(py::module_ &m)

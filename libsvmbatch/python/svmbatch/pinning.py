@@ -70,12 +70,13 @@ def storage_buffers(tensors, read_only=False):
     return _svmbatch.storage_buffers(storages, read_only)
 
 
-def _register_tensors(tensors, context, read_only=False):
+def _register_tensors(tensors, context, read_only=False, prefault=True):
     """One registration of the tensors' storages (each storage once).
-    Returns (registration, storage index per tensor or None, storage spans)."""
+    Returns (registration, storage index per tensor or None, storage spans).
+    prefault=False: see Context.register()."""
     spans, owner, which = storage_buffers(tensors, read_only)
     try:
-        registration = (context or _common.default_context()).register(spans)
+        registration = (context or _common.default_context()).register(spans, prefault=prefault)
     except _Error as e:
         if e.buffer_index is None:
             raise
@@ -92,7 +93,10 @@ def pin(tensors: _typing.Union[_Iterable[_torch.Tensor], _Mapping[str, _torch.Te
     the tensor (its buffer_index)."""
     tensors = tuple(tensors.values() if isinstance(tensors, dict) else tensors)
     backend, reason = _common.resolve_cuda(cuda)
-    registration, _, _, owner = _register_tensors(tensors, context)
+    # Mapped at once: CUDA faults the pages in as it pins them, so
+    # userspace mode only checks them rather than faulting them in first.
+    registration, _, _, owner = _register_tensors(tensors, context,
+                                                  prefault=backend is None)
     mapping = None
     if backend is not None:
         try:

@@ -69,6 +69,17 @@ def ctx():
     return svmbatch.Context()
 
 
+def resident_pages(address, length):
+    """How many pages of [address, address + length) are in memory (mincore)."""
+    import ctypes
+    libc = ctypes.CDLL(None, use_errno=True)
+    pages = -(-length // mmap.PAGESIZE)
+    vec = (ctypes.c_ubyte * pages)()
+    if libc.mincore(ctypes.c_void_p(address), ctypes.c_size_t(length), vec):
+        raise OSError(ctypes.get_errno(), "mincore")
+    return sum(v & 1 for v in vec)
+
+
 def page_ranges(spans, page=mmap.PAGESIZE):
     """The ranges (address, length) that buffers (address, length) must
     become: rounded out to pages, sorted, merged where their pages touch or

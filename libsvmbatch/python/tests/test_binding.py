@@ -11,7 +11,7 @@ import os
 import pytest
 
 import svmbatch
-from conftest import page_ranges, registered_ranges
+from conftest import page_ranges, registered_ranges, resident_pages
 
 
 def test_context_reports_its_mode(ctx):
@@ -108,6 +108,26 @@ def test_bad_buffers_name_their_index(ctx, baseline):
         ctx.register([ok, ok, (addr, 100)])
     assert e.value.errno == errno.EFAULT and e.value.buffer_index == 2
     assert isinstance(e.value, OSError)
+
+
+def test_register_without_prefault_checks_but_leaves_the_pages_out(ctx, baseline):
+    import ctypes
+    fresh = mmap.mmap(-1, 4 * mmap.PAGESIZE)
+    addr = ctypes.addressof(ctypes.c_char.from_buffer(fresh))
+    assert resident_pages(addr, 4 * mmap.PAGESIZE) == 0
+    unmapped = mmap.mmap(-1, mmap.PAGESIZE)
+    hole = ctypes.addressof(ctypes.c_char.from_buffer(unmapped))
+    unmapped.close()
+    with pytest.raises(svmbatch.Error) as e:
+        ctx.register([(addr, 100), (hole, 100)], prefault=False)
+    assert e.value.errno == errno.EFAULT and e.value.buffer_index == 1
+    with ctx.register([(addr, 3 * mmap.PAGESIZE)], prefault=False):
+        # Kernel mode pins, which faults the pages in.
+        want = 3 if ctx.mode == svmbatch.Mode.Kernel else 0
+        assert resident_pages(addr, 4 * mmap.PAGESIZE) == want
+    with ctx.register([(addr, 3 * mmap.PAGESIZE)]):
+        assert resident_pages(addr, 4 * mmap.PAGESIZE) == 3
+    fresh.close()
 
 
 def test_read_only_buffer_is_refused_as_read_target(ctx, tmp_path):

@@ -12,7 +12,8 @@ import pytest
 import torch  # noqa: E402
 import svmbatch  # noqa: E402
 import svmbatch.torch as sbt  # noqa: E402
-from conftest import has_cuda, needs_cuda, page_ranges, registered_ranges  # noqa: E402
+from conftest import (has_cuda, needs_cuda, page_ranges, registered_ranges,  # noqa: E402
+                      resident_pages)
 
 
 def test_pin_registers_every_storage_once(baseline):
@@ -77,6 +78,33 @@ def test_pin_failure_names_the_tensor_and_leaves_nothing(baseline):
     assert e.value.errno == errno.EFAULT
     assert e.value.buffer_index == 3 and "tensor 3" in str(e.value)
     del read_only
+
+
+def test_pin_leaves_faulting_in_to_cuda_when_it_maps(monkeypatch, baseline):
+    """Mapped for CUDA, the pages are faulted in by CUDA's pinning, not
+    first by the registration; without CUDA they are (userspace mode)."""
+    import svmbatch.pinning as pinning
+
+    class Mapping:
+        closed = False
+
+        def close(self):
+            self.closed = True
+
+    ctx = svmbatch.Context()
+    memory = [mmap.mmap(-1, 4 * mmap.PAGESIZE) for _ in range(2)]
+    tensors = [torch.frombuffer(m, dtype=torch.uint8) for m in memory]
+    want = 4 if ctx.mode == svmbatch.Mode.Kernel else 0  # kernel mode pins
+    with sbt.pin(tensors[:1], context=ctx, cuda=False):
+        assert resident_pages(tensors[0].data_ptr(), 4 * mmap.PAGESIZE) == 4
+    monkeypatch.setattr(pinning._common, "resolve_cuda", lambda cuda: ("backend", None))
+    monkeypatch.setattr(pinning._svmbatch, "map", lambda registration, backend: Mapping())
+    with sbt.pin(tensors[1:], context=ctx) as pinned:
+        assert pinned.cuda
+        assert resident_pages(tensors[1].data_ptr(), 4 * mmap.PAGESIZE) == want
+    del tensors, pinned
+    for m in memory:
+        m.close()
 
 
 def test_pin_refuses_what_is_not_a_cpu_tensor():

@@ -124,10 +124,11 @@ int svmbatch_reg_create_with(svmbatch_ctx *ctx, const struct svmbatch_buffer *bu
 			return invalid("svmbatch_reg_create: unknown access");
 		}
 	}
-	if (options && (options->flags & ~SVMBATCH_REG_NOTIFY_STALE))
+	if (options && (options->flags & ~(SVMBATCH_REG_NOTIFY_STALE | SVMBATCH_REG_NO_PREFAULT)))
 		return invalid("svmbatch_reg_create: unknown flags");
 	svmbatch::RegisterOptions opt;
 	opt.notify_stale = options && (options->flags & SVMBATCH_REG_NOTIFY_STALE);
+	opt.prefault = !(options && (options->flags & SVMBATCH_REG_NO_PREFAULT));
 	return guarded(failed_index, [&] {
 		std::vector<svmbatch::Buffer> b(nr_buffers);
 

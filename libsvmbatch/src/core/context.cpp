@@ -188,11 +188,11 @@ detail::UniqueFd stale_eventfd(const Info &info)
 	return fd;
 }
 
-void register_userspace(detail::RegistrationState &s)
+void register_userspace(detail::RegistrationState &s, bool prefault)
 {
 	detail::VmaFault f = detail::check_vmas(s.plan.ranges);
 
-	if (!f.err)
+	if (!f.err && prefault)
 		f = detail::prefault(s.plan.ranges);
 	if (f.err)
 		throw Error(f.err, Step::Register, describe_failure(f.err, s),
@@ -275,7 +275,7 @@ Registration Context::register_buffers(std::span<const Buffer> buffers,
 	if (s->mode == Mode::Kernel)
 		register_kernel(*s);
 	else
-		register_userspace(*s);
+		register_userspace(*s, options.prefault);
 	return Registration(std::move(s));
 }
 

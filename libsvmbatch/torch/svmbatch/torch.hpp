@@ -94,8 +94,12 @@ inline PinnedTensors pin(Context &context, std::vector<at::Tensor> tensors,
 	out.buffer_of_ = std::move(walk.buffer_of);
 	const std::vector<Buffer> &buffers = walk.buffers;
 	const std::vector<std::size_t> &owner = walk.owner;
+	// Mapped at once: the GPU runtime faults the pages in as it pins
+	// them, so userspace mode only checks them rather than faulting first.
+	RegisterOptions options;
+	options.prefault = backend == nullptr;
 	try {
-		out.registration_.emplace(context.register_buffers(buffers));
+		out.registration_.emplace(context.register_buffers(buffers, options));
 		if (backend != nullptr)
 			out.mapping_.emplace(backend->map(*out.registration_));
 	} catch (const Error &e) {
