@@ -140,13 +140,16 @@ TEST_F(FakeZe, ADriverWithoutDevicesIsENODEV)
 	EXPECT_TRUE(contains(e, "no Level Zero driver 1 (1 present)")) << e.what();
 }
 
-TEST_F(FakeZe, TheChosenDeviceIsNamedAndGetsTheImport)
+TEST_F(FakeZe, TheChosenDeviceIsNamedAndItsHandlesGiven)
 {
 	fake_ze_reset(1, 3);
 	ZeBackend b({fake_ze_library, 0, 2});
 	EXPECT_EQ(b.device(), 2);
 	EXPECT_EQ(b.device_name(), "svmbatch fake Level Zero device 2");
 	EXPECT_EQ(fake_ze_contexts(), 1);
+	EXPECT_EQ(b.driver_handle(), fake_ze_driver());
+	EXPECT_EQ(b.device_handle(), fake_ze_device(2));
+	EXPECT_TRUE(fake_ze_is_context(b.context_handle()));
 }
 
 /* Six ranges, a page apart. */

@@ -291,6 +291,21 @@ const std::string &ZeBackend::library() const noexcept
 	return state_->ze.library;
 }
 
+void *ZeBackend::driver_handle() const noexcept
+{
+	return state_->driver;
+}
+
+void *ZeBackend::device_handle() const noexcept
+{
+	return state_->device;
+}
+
+void *ZeBackend::context_handle() const noexcept
+{
+	return state_->context;
+}
+
 bool ZeBackend::imports_host_pointers() const noexcept
 {
 	return static_cast<bool>(state_->zex);

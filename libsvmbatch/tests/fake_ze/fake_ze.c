@@ -210,6 +210,14 @@ EXPORT int fake_ze_last_dmabuf_device(void)
 {
 	return last_device;
 }
+EXPORT void *fake_ze_driver(void)
+{
+	return &driver_handle;
+}
+EXPORT void *fake_ze_device(int index)
+{
+	return index >= 0 && index < MAX_DEVICES ? &device_handles[index] : NULL;
+}
 EXPORT int fake_ze_calls_before_init(void)
 {
 	return early_calls;
@@ -229,6 +237,11 @@ static int context_index(void *ctx)
 	long i = (int *)ctx - live_contexts;
 
 	return ctx && i >= 0 && i < MAX_CONTEXTS && live_contexts[i] ? (int)i : -1;
+}
+
+EXPORT int fake_ze_is_context(void *ctx)
+{
+	return context_index(ctx) >= 0;
 }
 
 static int device_index(void *dev)

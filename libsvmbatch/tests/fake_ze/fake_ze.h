@@ -61,6 +61,11 @@ size_t fake_ze_last_dmabuf_size(void);
 const char *fake_ze_last_dmabuf_exporter(void);
 unsigned long fake_ze_last_dmabuf_inode(void);
 int fake_ze_last_dmabuf_device(void);
+/* The handles zeDriverGet and zeDeviceGet give; whether ctx is a live
+ * context. */
+void *fake_ze_driver(void);
+void *fake_ze_device(int index);
+int fake_ze_is_context(void *ctx);
 /* Calls other than zeInit made before a zeInit succeeded. */
 int fake_ze_calls_before_init(void);
 

@@ -78,6 +78,14 @@ public:
 	const std::string &device_name() const noexcept { return device_name_; }
 	/// The library that loaded, e.g. "libze_loader.so.1".
 	const std::string &library() const noexcept;
+	/// The Level Zero handles the mappings' addresses belong to
+	/// (ze_driver_handle_t, ze_device_handle_t, ze_context_handle_t): a
+	/// dma-buf import is an allocation of this context, so command lists
+	/// that touch the mapped buffers are made in it.  Valid while the
+	/// backend lives.
+	void *driver_handle() const noexcept;
+	void *device_handle() const noexcept;
+	void *context_handle() const noexcept;
 	/// Whether the driver imports host pointers (userspace mode needs it).
 	bool imports_host_pointers() const noexcept;
 	ZeMemory classify(const void *ptr) const;
