@@ -163,6 +163,26 @@ hip-device-test: lib
 		echo "hip-device-test: FAILED (a failure or a skip above)"; exit 1; fi; \
 	echo "hip-device-test: PASS: the GPU checksummed every buffer ($$modes mode), copied a file through an IoLoop, HipBackend mapped through the real runtime"
 
+# On a machine with an Intel GPU (a render node of i915 or xe, and Intel's
+# Level Zero driver, compute-runtime): the Level Zero example maps its
+# registration through ZeBackend (the dma-buf import in kernel mode, the
+# host-pointer import in userspace mode) and the device's copy engine
+# copies every buffer back for the CPU to compare, and the real loader's
+# tests map scattered buffers.  A skip is a failure here.
+ZE_EXAMPLE := $(LIB_OUT)/examples/ze_scatter_read
+## ze-device-test  the Level Zero example and loader tests on this machine's Intel GPU
+ze-device-test: lib
+	@ls -l /sys/class/drm/renderD*/device/driver 2>/dev/null | grep -qE '/(i915|xe)$$' || \
+		{ echo "ze-device-test: no render node of i915 or xe: this machine has no Intel GPU"; exit 1; }
+	@set -e; log=$(BUILD)/ze-device-test.log; : >$$log; \
+	modes=userspace; test -w /dev/svmbatch && modes="$$modes kernel"; \
+	for m in $$modes; do $(ZE_EXAMPLE) --mode $$m >>$$log 2>&1 || rc=1; done; \
+	$(LIB_OUT)/tests/svmbatch_ze_runtime_tests >>$$log 2>&1 || rc=1; \
+	cat $$log; \
+	if [ -n "$${rc-}" ] || grep -qE '^not ok|# SKIP|SKIPPED|FAILED' $$log; then \
+		echo "ze-device-test: FAILED (a failure or a skip above)"; exit 1; fi; \
+	echo "ze-device-test: PASS: the GPU copied every buffer back ($$modes mode), ZeBackend mapped through the real loader"
+
 # The Debian packages (svmbatch-dkms, libsvmbatch1, libsvmbatch-dev,
 # svmbatch-tools) into build/deb/, built from a copy of the sources
 # (svmbatch_source_files in tools/lib.sh: git's files in a checkout, every
@@ -384,12 +404,16 @@ VMTEST_PYTHON_FILES = $$(printf -- '--file\n%s\n' "$(PYTHON):/usr/bin/python3"; 
 VMTEST_HIP_ARGS = $(wildcard $(LIB_ASAN_OUT)/examples/hip_scatter_read \
 	$(LIB_ASAN_OUT)/tests/svmbatch_hip_runtime_tests)
 
-# Level Zero in the guest: Debian's loader on its no-driver path.  Nothing
-# links the loader (ZeBackend loads it at run time), so it is shipped by
-# path, where the test's probe and the dynamic loader look for it.
+# Level Zero in the guest: the example (kernel mode: the module, io_uring,
+# the byte check; the GPU step reports that no Intel GPU is there) and
+# Debian's loader on its no-driver path.  The example links the loader, so
+# the guest gets it; without the example it is shipped by path, where the
+# test's probe and the dynamic loader look for it (ZeBackend loads it at
+# run time).
 ZE_LOADER = $(firstword $(wildcard /usr/lib/$(MULTIARCH)/libze_loader.so.1))
-VMTEST_ZE_ARGS = $(if $(ZE_LOADER),--file $(ZE_LOADER):$(ZE_LOADER)) \
-	$(wildcard $(LIB_ASAN_OUT)/tests/svmbatch_ze_runtime_tests)
+VMTEST_ZE_EXAMPLE = $(wildcard $(LIB_ASAN_OUT)/examples/ze_scatter_read)
+VMTEST_ZE_ARGS = $(if $(ZE_LOADER),$(if $(VMTEST_ZE_EXAMPLE),,--file $(ZE_LOADER):$(ZE_LOADER))) \
+	$(VMTEST_ZE_EXAMPLE) $(wildcard $(LIB_ASAN_OUT)/tests/svmbatch_ze_runtime_tests)
 
 # The RDMA tests' guest side (libsvmbatch/tests/rdma_rxe_test.cpp): soft-RoCE
 # (rdma_rxe) on a dummy netdev, made by the test with iproute2's ip and

@@ -148,6 +148,15 @@ host_program hip-runtime-host build/lib-asan/tests/svmbatch_hip_runtime_tests \
 # in a process of its own (built wherever SVMBATCH_WITH_ZE is, the default).
 host_program ze-runtime-host build/lib-asan/tests/svmbatch_ze_runtime_tests \
 	build/lib-asan/tests/svmbatch_ze_runtime_tests
+# The Level Zero example in userspace mode (the library, the reads, the
+# byte check; the GPU step skips, saying what the loader answered): built
+# wherever libze-dev is (make deps installs it).
+if [[ -x build/lib-asan/examples/ze_scatter_read ]]; then
+	host_program ze-scatter-read-host build/lib-asan/examples/ze_scatter_read \
+		build/lib-asan/examples/ze_scatter_read --mode userspace
+else
+	tap_skip ze-scatter-read-host "no libze-dev (Level Zero's headers): make lib-asan builds no ze_scatter_read"
+fi
 if hip_probe; then
 	host_program hip-scatter-read-host build/lib-asan/examples/hip_scatter_read \
 		build/lib-asan/examples/hip_scatter_read --mode userspace
