@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The GPU backends the library was built with (CUDA here: libcuda is
-// loaded at run time) and the mappings they make.
+// The GPU backends the library was built with (CUDA and Level Zero here:
+// libcuda and libze_loader are loaded at run time) and the mappings they
+// make.
 #include <memory>
 #include <string>
 
@@ -10,6 +11,9 @@
 #include <svmbatch/gpu/backend.hpp>
 #if SVMBATCH_HAS_CUDA
 #include <svmbatch/gpu/cuda_backend.hpp>
+#endif
+#if SVMBATCH_HAS_ZE
+#include <svmbatch/gpu/ze_backend.hpp>
 #endif
 
 #include "bindings.hpp"
@@ -74,6 +78,39 @@ void bind_cuda(py::module_ &m)
 }
 #endif
 
+#if SVMBATCH_HAS_ZE
+void bind_ze(py::module_ &m)
+{
+	py::enum_<ZeMemory>(m, "ZeMemory")
+		.value("Unknown", ZeMemory::Unknown)
+		.value("Host", ZeMemory::Host)
+		.value("Managed", ZeMemory::Managed)
+		.value("Device", ZeMemory::Device);
+
+	py::class_<ZeBackend, GpuBackend, std::shared_ptr<ZeBackend>>(m, "ZeBackend")
+		.def(py::init([](int driver, int device, const std::string &library) {
+			     ZeOptions options;
+			     options.driver = driver;
+			     options.device = device;
+			     options.library = library;
+			     py::gil_scoped_release nogil;
+			     return std::make_shared<ZeBackend>(options);
+		     }),
+		     py::arg("driver") = 0, py::arg("device") = 0, py::arg("library") = "",
+		     "Intel GPUs through oneAPI Level Zero, loaded at run time; "
+		     "svmbatch.Error(ENODEV) without a driver or a device")
+		.def_property_readonly("driver", &ZeBackend::driver)
+		.def_property_readonly("device", &ZeBackend::device)
+		.def_property_readonly("device_name", &ZeBackend::device_name)
+		.def_property_readonly("library", &ZeBackend::library)
+		.def_property_readonly("imports_host_pointers", &ZeBackend::imports_host_pointers)
+		.def("classify", [](const ZeBackend &b, std::uintptr_t address) {
+			// NOLINTNEXTLINE(performance-no-int-to-ptr): the caller's address
+			return b.classify(reinterpret_cast<const void *>(address));
+		});
+}
+#endif
+
 } // namespace
 
 void bind_gpu(py::module_ &m)
@@ -111,6 +148,9 @@ void bind_gpu(py::module_ &m)
 	      "make the registration's buffers GPU-accessible through backend (all or none)");
 #if SVMBATCH_HAS_CUDA
 	bind_cuda(m);
+#endif
+#if SVMBATCH_HAS_ZE
+	bind_ze(m);
 #endif
 }
 

@@ -55,6 +55,12 @@ except ImportError:  # a build without the CUDA backend
     CudaBackend = None
     CudaMemory = None
 
+try:
+    from ._svmbatch import ZeBackend, ZeMemory
+except ImportError:  # a build without the Level Zero backend
+    ZeBackend = None
+    ZeMemory = None
+
 
 def check(results: _typing.Sequence[IoResult],
           what: str = "I/O") -> _typing.Sequence[IoResult]:
@@ -69,7 +75,8 @@ __all__ = [
     "Arena", "ArenaFullError", "BufferSharing", "Context", "CudaBackend", "CudaMemory",
     "DmaBuf", "Error", "GpuAddressKind", "GpuBackend", "GpuMapping", "Info", "IoBatch",
     "IoRequest", "IoResult", "Mode", "PageCacheResidency", "Parallelism", "Reader",
-    "RegisteredBuffer", "Registration", "SyncMode", "Writer", "built_backends", "check",
+    "RegisteredBuffer", "Registration", "SyncMode", "Writer", "ZeBackend", "ZeMemory",
+    "built_backends", "check",
     "error_class", "map", "mode_name", "page_cache_residency", "process_pinned_bytes",
     "read_module_stats",
 ]

@@ -221,6 +221,24 @@ def test_cuda_backend_without_a_driver_is_enodev(baseline):
     assert "cuda" in svmbatch.built_backends()
 
 
+@pytest.mark.skipif(svmbatch.ZeBackend is None, reason="built without the Level Zero backend")
+def test_ze_backend_without_a_loader_or_driver_is_enodev(baseline):
+    with pytest.raises(svmbatch.Error) as e:
+        svmbatch.ZeBackend(library="libsvmbatch-no-such-ze.so.1")
+    assert e.value.errno == errno.ENODEV and e.value.step == "gpu-open"
+    assert "no Level Zero loader" in str(e.value)
+    assert "ze" in svmbatch.built_backends()
+    # Debian's loader, where installed: without an Intel GPU, zeInit's
+    # answer; with one, a backend on it.
+    try:
+        ze = svmbatch.ZeBackend()
+    except svmbatch.Error as err:
+        assert err.errno == errno.ENODEV and err.step == "gpu-open"
+        assert "zeInit" in str(err) or "no Level Zero loader" in str(err)
+    else:
+        assert ze.name == "ze" and ze.library == "libze_loader.so.1"
+
+
 def test_arena_registration_is_the_arena_s(ctx):
     with svmbatch.Arena(1 << 20, huge_pages=False, context=ctx) as arena:
         reg = arena.registration
