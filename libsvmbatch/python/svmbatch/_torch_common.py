@@ -78,17 +78,10 @@ def resolve_cuda(cuda):
     return backend, reason
 
 
-if hasattr(_torch.Tensor, "untyped_storage"):
-    def storage_span(t):
-        """(address, bytes) of the whole storage under tensor t."""
-        s = t.untyped_storage()
-        return s.data_ptr(), s.nbytes()
-else:
-    def storage_span(t):
-        """(address, bytes) of the whole storage under tensor t (torch < 2:
-        the untyped storage without storage()'s Python wrapper)."""
-        s = t._storage()
-        return s.data_ptr(), s.nbytes()
+# The untyped storage under a tensor, as an unbound method (a loop over
+# thousands of tensors calls it without a Python frame of its own); torch
+# < 2: the untyped storage without storage()'s Python wrapper.
+storage_of = getattr(_torch.Tensor, "untyped_storage", None) or _torch.Tensor._storage
 
 
 def renamed(e, index, what):

@@ -59,14 +59,17 @@ def storage_buffers(tensors, read_only=False):
     buffer per tensor or None).  One pass in Python, the walk in C++: pin()
     of thousands of tensors spends little of its time here."""
     storages = []
-    tensor_type, strided, span = _torch.Tensor, _torch.strided, _common.storage_span
+    append = storages.append
+    tensor_type, strided, storage_of = _torch.Tensor, _torch.strided, _common.storage_of
     for i, t in enumerate(tensors):
         if not isinstance(t, tensor_type):
             raise TypeError(f"tensor {i}: a {type(t).__name__}, not a torch.Tensor")
         if not t.is_cpu or t.layout is not strided:
             raise ValueError(f"tensor {i}: {t.device.type} {t.layout}: only strided CPU "
                              "tensors can be pinned")
-        storages.append(span(t))
+        # The whole storage under t: (address, bytes).
+        s = storage_of(t)
+        append((s.data_ptr(), s.nbytes()))
     return _svmbatch.storage_buffers(storages, read_only)
 
 

@@ -130,6 +130,21 @@ def test_register_without_prefault_checks_but_leaves_the_pages_out(ctx, baseline
     fresh.close()
 
 
+def test_storage_walk_takes_each_storage_once():
+    from svmbatch import _svmbatch
+    page = mmap.PAGESIZE
+    storages = [(page, 10), (page, 20), (0, 0), [2 * page, 5], (page, 15)]
+    assert _svmbatch.storage_buffers(storages, True) == (
+        [(page, 20, True), (2 * page, 5, True)], [0, 3], [0, 0, None, 1, 0])
+    assert _svmbatch.storage_buffers(iter(storages[:1])) == ([(page, 10, False)], [0], [0])
+    for bad in ([(page, 1), (page,)], [(page, 1), 5], [(page, 1), (page, 1, 2)],
+                [(page, 1), (-1, 1)], [(page, 1), (page, "1")]):
+        with pytest.raises(TypeError, match="storage 1: expected"):
+            _svmbatch.storage_buffers(bad)
+    with pytest.raises(TypeError):
+        _svmbatch.storage_buffers(7)
+
+
 def test_read_only_buffer_is_refused_as_read_target(ctx, tmp_path):
     path = tmp_path / "f"
     path.write_bytes(b"x" * 4096)
