@@ -53,7 +53,9 @@ class Pinned:
         self.close()
 
 
-def storage_buffers(tensors, read_only=False):
+def storage_buffers(tensors: _typing.Sequence[_torch.Tensor], read_only: bool = False
+                    ) -> tuple[list[tuple[int, int, bool]], list[int],
+                               list[_typing.Optional[int]]]:
     """The library's walk over the tensors' storages (each storage once):
     (buffers as (address, length, read_only), owner tensor per buffer,
     buffer per tensor or None).  One pass in Python, the walk in C++: pin()

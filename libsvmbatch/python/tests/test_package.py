@@ -12,7 +12,7 @@ import pytest
 import torch  # noqa: F401
 
 PUBLIC = {
-    "svmbatch.pinning": {"Pinned", "pin"},
+    "svmbatch.pinning": {"Pinned", "pin", "storage_buffers"},
     "svmbatch.arena": {"Arena"},
     "svmbatch.loading": {"iter_safetensors", "load_safetensors", "release_staging"},
     "svmbatch.saving": {"save_safetensors"},
