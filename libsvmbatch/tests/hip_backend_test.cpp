@@ -104,19 +104,6 @@ TYPED_TEST(FakeHip, ADeviceThatCannotMapHostMemoryIsENODEV)
 	EXPECT_TRUE(contains(e, "cannot map host memory")) << e.what();
 }
 
-/* Six ranges, a page apart. */
-struct SixRanges {
-	explicit SixRanges(Context &ctx) : mem(18)
-	{
-		for (std::size_t i = 0; i < 6; i++)
-			bufs.push_back({mem.p + 3 * i * page + 5, page});
-		reg.emplace(ctx.register_buffers(bufs));
-	}
-	MappedPages mem;
-	std::vector<Buffer> bufs;
-	std::optional<Registration> reg;
-};
-
 TYPED_TEST(FakeHip, DevicePointerFailingAtRangeKUnregistersRangesUpToIt)
 {
 	HipBackend hip(TypeParam::options());

@@ -20,28 +20,18 @@
 #include <svmbatch/all.hpp>
 
 #include "expect_error.hpp"
+#include "runtime_attempt.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {
 namespace {
 
 using test::open_fds;
-
-/// The backend on the real runtime, or the Error it threw.
-struct Attempt {
-	std::unique_ptr<HipBackend> backend;
-	std::optional<Error> error;
-};
+using Attempt = test::Attempt<HipBackend>;
 
 Attempt open_hip()
 {
-	Attempt a;
-	try {
-		a.backend = std::make_unique<HipBackend>();
-	} catch (const Error &e) {
-		a.error = e;
-	}
-	return a;
+	return test::try_open<HipBackend>();
 }
 
 /// The runtimes HipBackend tries (shim/libhip.cpp), newest first.
@@ -88,24 +78,14 @@ TEST(HipRuntime, WithoutADeviceItIsENODEVWithHipsStatusAndLeavesNothing)
 		GTEST_SKIP() << "a HIP device is present (" << a.backend->device_name()
 			     << "): HipRuntime.MapsScatteredBuffersOnADevice tests it";
 	const Error &e = *a.error;
-	/* It is installed: it must load, and fail only for want of a device. */
-	ASSERT_EQ(std::string(e.what()).find("no HIP runtime"), std::string::npos)
-		<< runtime << " is installed but did not load: " << e.what();
-	EXPECT_EQ(e.err(), ENODEV) << e.what();
-	EXPECT_EQ(e.step(), Step::GpuOpen);
-	EXPECT_NE(e.driver_status(), 0) << "HIP's status is carried";
+	/* It is installed: it must load, and fail only for want of a device,
+	 * the same way twice, at no cost. */
+	test::expect_no_device<HipBackend>(e, runtime, "no HIP runtime", fds, pinned);
 	EXPECT_NE(std::string(e.what()).find("hipGetDeviceCount (libamdhip64.so."),
 		  std::string::npos)
 		<< e.what();
 	EXPECT_NE(std::string(e.what()).find("hipError"), std::string::npos) << e.what();
 	std::printf("# no device: %s\n", e.what());
-
-	/* The runtime's failure is stable, and costs nothing. */
-	Attempt again = open_hip();
-	ASSERT_TRUE(again.error);
-	EXPECT_EQ(again.error->driver_status(), e.driver_status());
-	EXPECT_EQ(open_fds(), fds) << "the runtime left a file descriptor open";
-	EXPECT_EQ(process_pinned_bytes(), pinned);
 	EXPECT_EQ(reg.buffers().size(), 1u);
 	EXPECT_EQ(reg.ranges().size(), 1u);
 }

@@ -125,6 +125,20 @@ public:
 	ChunkLimit &operator=(ChunkLimit &&) = delete;
 };
 
+/// Six ranges, a page apart, a buffer of a page in each: for the
+/// backends' own tests of a call failing at range k.
+struct SixRanges {
+	explicit SixRanges(Context &ctx) : mem(18)
+	{
+		for (std::size_t i = 0; i < 6; i++)
+			bufs.push_back({mem.p + 3 * i * page + 5, page});
+		reg.emplace(ctx.register_buffers(bufs));
+	}
+	MappedPages mem;
+	std::vector<Buffer> bufs;
+	std::optional<Registration> reg;
+};
+
 /// Gives each fake's instantiation its label ("fake", "v5") as its name.
 struct FakeLabel {
 	template <typename F> static std::string GetName(int /*index*/) { return F::label; }

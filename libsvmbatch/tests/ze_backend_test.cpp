@@ -152,19 +152,6 @@ TEST_F(FakeZe, TheChosenDeviceIsNamedAndItsHandlesGiven)
 	EXPECT_TRUE(fake_ze_is_context(b.context_handle()));
 }
 
-/* Six ranges, a page apart. */
-struct SixRanges {
-	explicit SixRanges(Context &ctx) : mem(18)
-	{
-		for (std::size_t i = 0; i < 6; i++)
-			bufs.push_back({mem.p + 3 * i * page + 5, page});
-		reg.emplace(ctx.register_buffers(bufs));
-	}
-	MappedPages mem;
-	std::vector<Buffer> bufs;
-	std::optional<Registration> reg;
-};
-
 TEST_F(FakeZe, BaseAddressFailingAtRangeKReleasesRangesUpToIt)
 {
 	Context user(Mode::Userspace);

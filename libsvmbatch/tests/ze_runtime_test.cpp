@@ -22,6 +22,7 @@
 #include <svmbatch/all.hpp>
 
 #include "expect_error.hpp"
+#include "runtime_attempt.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {
@@ -37,21 +38,11 @@ std::size_t threads()
 	return n;
 }
 
-/// The backend on the real loader, or the Error it threw.
-struct Attempt {
-	std::unique_ptr<ZeBackend> backend;
-	std::optional<Error> error;
-};
+using Attempt = test::Attempt<ZeBackend>;
 
 Attempt open_ze()
 {
-	Attempt a;
-	try {
-		a.backend = std::make_unique<ZeBackend>();
-	} catch (const Error &e) {
-		a.error = e;
-	}
-	return a;
+	return test::try_open<ZeBackend>();
 }
 
 /// The loader file the dynamic loader would find, or "" with *probed
@@ -106,24 +97,14 @@ TEST(ZeRuntime, WithoutADriverItIsENODEVWithZeInitsResultAndLeavesNothing)
 		GTEST_SKIP() << "a Level Zero device is present (" << a.backend->device_name()
 			     << "): ZeRuntime.MapsScatteredBuffersOnADevice tests it";
 	const Error &e = *a.error;
-	/* It is installed: it must load, and fail only for want of a driver. */
-	ASSERT_EQ(std::string(e.what()).find("no Level Zero loader"), std::string::npos)
-		<< loader << " is installed but did not load: " << e.what();
-	EXPECT_EQ(e.err(), ENODEV) << e.what();
-	EXPECT_EQ(e.step(), Step::GpuOpen);
-	EXPECT_NE(e.driver_status(), 0) << "Level Zero's result is carried";
+	/* It is installed: it must load, and fail only for want of a driver,
+	 * the same way twice, at no cost. */
+	test::expect_no_device<ZeBackend>(e, loader, "no Level Zero loader", fds, pinned);
 	EXPECT_NE(std::string(e.what()).find("zeInit (libze_loader.so.1): ZE_RESULT_"),
 		  std::string::npos)
 		<< e.what();
-	std::printf("# no driver: %s\n", e.what());
-
-	/* The loader's failure is stable, and costs nothing. */
-	Attempt again = open_ze();
-	ASSERT_TRUE(again.error);
-	EXPECT_EQ(again.error->driver_status(), e.driver_status());
-	EXPECT_EQ(test::open_fds(), fds) << "the loader left a file descriptor open";
 	EXPECT_EQ(threads(), tasks) << "the loader left a thread running";
-	EXPECT_EQ(process_pinned_bytes(), pinned);
+	std::printf("# no driver: %s\n", e.what());
 	EXPECT_EQ(reg.buffers().size(), 1u);
 	EXPECT_EQ(reg.ranges().size(), 1u);
 }
