@@ -106,8 +106,8 @@ protected:
 };
 
 /* One write: exactly its range of the buffer lands at its offset of the
- * file; the bytes around it stay zero; every piece (4 KiB pieces, 3
- * threads) ends before the one completion. */
+ * file; the bytes around it stay zero; every piece (4 KiB pieces, on the
+ * one thread that writes the file) ends before the one completion. */
 TEST_F(IoLoopWriteTest, OneWriteLandsExactlyWhereAsked)
 {
 	Sources s(*ctx_, {64 << 10});
@@ -140,8 +140,8 @@ TEST_F(IoLoopWriteTest, OneWriteLandsExactlyWhereAsked)
 
 /* 6 producers write 800 pieces each of random sizes into disjoint slices
  * of the file from disjoint ranges of their buffers, 4 outstanding each,
- * through 32 slots, cut into pieces of 8 KiB over 3 threads; half of them
- * read their slice back through the loop as well.  Every completion is
+ * through 32 slots, cut into pieces of 8 KiB; then the file is read back
+ * through the loop in 200 KiB reads cut into 8 KiB pieces over 3 threads.  Every completion is
  * exactly once with its tag, and the file is what the writes said, byte
  * for byte, zero elsewhere. */
 TEST_F(IoLoopWriteTest, ManyProducersWriteAndReadBackInPieces)

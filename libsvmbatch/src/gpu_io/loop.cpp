@@ -276,6 +276,10 @@ void IoLoopPump::start(std::uint64_t ticket, const svmbatch_io_request &rq, cons
 			p.slot = s.index;
 			p.write = rq.flags == SVMBATCH_IO_WRITE;
 			p.offload = file.storage;
+			/* Buffered writes to one file take its inode lock: one
+			 * thread per file, as a Writer uses one ring per file. */
+			if (p.write && !file.direct)
+				p.thread = static_cast<int>(rq.file % INT32_MAX);
 			pieces.push_back(std::move(p));
 			done += n;
 			off += n;

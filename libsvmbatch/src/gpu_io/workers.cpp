@@ -474,6 +474,8 @@ bool IoWorkers::post(IoPiece &piece)
 {
 	const auto n = static_cast<unsigned>(workers_.size());
 
+	if (piece.thread >= 0)
+		return workers_[static_cast<unsigned>(piece.thread) % n]->push(piece);
 	/* The current thread while it has little queued, else the next. */
 	for (unsigned k = 0; k < n; k++) {
 		IoWorker &w = *workers_[current_];

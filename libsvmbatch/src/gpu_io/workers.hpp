@@ -44,6 +44,8 @@ struct IoPiece {
 	unsigned slot = 0; ///< fixed buffer slot
 	bool write = false;
 	bool offload = false; ///< IOSQE_ASYNC (AsyncWorkers, a regular file or block device)
+	/// The I/O thread it must go to (modulo their number), or -1: any.
+	int thread = -1;
 	std::uint64_t done = 0; ///< bytes moved so far (short transfers continue)
 };
 
@@ -90,10 +92,11 @@ public:
 	bool async() const noexcept { return async_; }
 	std::size_t size() const noexcept { return workers_.size(); }
 
-	/// Hand a piece to a thread: the one the pump last used while it has
-	/// fewer than a few pieces queued (an idle loop keeps one thread warm
-	/// for one request at a time), else the next.  false when every
-	/// thread's queue is full (the pump keeps it and tries again).
+	/// Hand a piece to a thread: piece.thread's if it names one, else the
+	/// one the pump last used while it has fewer than a few pieces queued
+	/// (an idle loop keeps one thread warm for one request at a time), else
+	/// the next.  false when that thread's queue (or every thread's) is
+	/// full (the pump keeps it and tries again).
 	bool post(IoPiece &piece);
 	/// Pieces not yet submitted end with -ECANCELED, those in flight are
 	/// asked to cancel, short transfers are not continued.
