@@ -103,24 +103,7 @@ TEST(HipRuntime, MapsScatteredBuffersOnADevice)
 		FAIL() << "/dev/kfd exists, yet HIP opened no device: " << a.error->what();
 	}
 	HipBackend &hip = *a.backend;
-	Context ctx = test::make_context();
-	std::vector<std::vector<char>> mem(64);
-	std::vector<Buffer> bufs;
-	for (std::size_t i = 0; i < mem.size(); i++) {
-		mem[i].resize(1000 + 4099 * i);
-		bufs.push_back({mem[i].data(), mem[i].size()});
-	}
-	Registration reg = ctx.register_buffers(bufs);
-	{
-		GpuMapping m = hip.map(reg);
-		ASSERT_EQ(m.size(), bufs.size());
-		for (std::size_t i = 0; i < bufs.size(); i++) {
-			EXPECT_NE(m.address(i), 0u) << "buffer " << i;
-			EXPECT_EQ(hip.classify(bufs[i].ptr), HipMemory::Host) << "buffer " << i;
-		}
-	}
-	for (std::size_t i = 0; i < bufs.size(); i++)
-		EXPECT_EQ(hip.classify(bufs[i].ptr), HipMemory::Unknown) << "buffer " << i;
+	test::expect_maps_scattered_buffers(hip, true);
 }
 
 } // namespace

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <svmbatch/all.hpp>
 
@@ -57,6 +58,37 @@ void expect_no_device(const Error &e, const std::string &installed, const char *
 	EXPECT_EQ(again.error->driver_status(), e.driver_status());
 	EXPECT_EQ(open_fds(), fds) << "the runtime left a file descriptor open";
 	EXPECT_EQ(process_pinned_bytes(), pinned);
+}
+
+/// On a device: 64 scattered buffers registered and mapped through b, each
+/// at an address, known to the runtime as host memory while mapped (in
+/// kernel mode only where the backend registers the buffers themselves:
+/// known_in_kernel_mode), plain memory again once the mapping ends.
+template <typename Backend>
+void expect_maps_scattered_buffers(Backend &b, bool known_in_kernel_mode)
+{
+	using Memory = decltype(b.classify(nullptr));
+	Context ctx = make_context();
+	std::vector<std::vector<char>> mem(64);
+	std::vector<Buffer> bufs;
+	for (std::size_t i = 0; i < mem.size(); i++) {
+		mem[i].resize(1000 + 4099 * i);
+		bufs.push_back({mem[i].data(), mem[i].size()});
+	}
+	Registration reg = ctx.register_buffers(bufs);
+	const bool known = reg.mode() == Mode::Userspace || known_in_kernel_mode;
+	{
+		GpuMapping m = b.map(reg);
+		ASSERT_EQ(m.size(), bufs.size());
+		for (std::size_t i = 0; i < bufs.size(); i++) {
+			EXPECT_NE(m.address(i), 0u) << "buffer " << i;
+			if (known) {
+				EXPECT_EQ(b.classify(bufs[i].ptr), Memory::Host) << "buffer " << i;
+			}
+		}
+	}
+	for (std::size_t i = 0; i < bufs.size(); i++)
+		EXPECT_EQ(b.classify(bufs[i].ptr), Memory::Unknown) << "buffer " << i;
 }
 
 } // namespace svmbatch::test
