@@ -295,7 +295,7 @@ METHOD = {
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--gib", default="16,64")
+    ap.add_argument("--gib", default="16,64", help="pool sizes; empty: pin() and threads only")
     ap.add_argument("--reps", type=int, default=3, help="processes per way, pools <= 16 GiB")
     ap.add_argument("--large-reps", type=int, default=1, help="processes per way, larger")
     ap.add_argument("--h2d-reps", type=int, default=3)
@@ -331,7 +331,7 @@ def main():
     print(json.dumps(res["register_threads"]), file=sys.stderr)
     save()
     res["pools"] = []
-    for gib in (int(g) for g in args.gib.split(",")):
+    for gib in (int(g) for g in args.gib.split(",") if g):
         ways = ["diy", "arena", "arena_async", "cudaHostAlloc", "torch"]
         if gib <= 16:
             ways.insert(2, "arena_small_pages")
@@ -355,7 +355,7 @@ def main():
                    "ms; H2D from the arena >= 0.97x from cudaHostAlloc; pin <= 1.2x floor, "
                    "Python side < 1 ms for 2000 tensors"}
     s = res["summary"]
-    if s["arena_16_s"] and s["diy_16_s"]:
+    if s["arena_16_s"] and s["diy_16_s"] and s["torch_16_s"]:
         s["arena_over_diy_16"] = s["arena_16_s"] / s["diy_16_s"]
         s["arena_over_torch_16"] = s["arena_16_s"] / s["torch_16_s"]
     save()
