@@ -197,6 +197,32 @@ TEST_F(FakeZe, WithoutTheHostPointerImportUserspaceModeIsEOPNOTSUPP)
 	EXPECT_EQ(m.device_pointer<char>(0), shared.p + 8) << "shared memory needs no import";
 }
 
+/* Imports are bytes, classification is by the page: a plain buffer in a
+ * page with an imported one is taken for imported, and the base-address
+ * check refuses it by name. */
+TEST_F(FakeZe, APlainBufferBesideAnImportInItsPageIsEINVAL)
+{
+	Context user(Mode::Userspace);
+	ZeBackend b(ZeFake::options());
+	MappedPages mem(1);
+	Buffer first[] = {{mem.p + 100, 100}};
+	Registration r1 = user.register_buffers(first);
+	GpuMapping m1 = b.map(r1);
+	ASSERT_EQ(fake_ze_imported(), 1);
+
+	Buffer both[] = {{mem.p + 120, 10}, {mem.p + 300, 10}};
+	Registration r2 = user.register_buffers(both);
+	Error e = expect_error([&] { (void)b.map(r2); });
+	EXPECT_EQ(e.err(), EINVAL);
+	EXPECT_EQ(e.step(), Step::GpuMap);
+	EXPECT_EQ(e.buffer_index(), 1u);
+	EXPECT_TRUE(contains(e, "zexDriverGetHostPointerBaseAddress of Level Zero host memory: "
+				"ZE_RESULT_ERROR_INVALID_ARGUMENT"))
+		<< e.what();
+	EXPECT_EQ(fake_ze_imported(), 1) << "nothing imported for the second";
+	m1.reset();
+}
+
 /* Both modes: refused before anything is imported or exported. */
 TEST_F(FakeZe, DeviceMemoryIsEINVALBeforeAnythingIsImported)
 {
