@@ -197,10 +197,10 @@ TEST_F(FakeZe, WithoutTheHostPointerImportUserspaceModeIsEOPNOTSUPP)
 	EXPECT_EQ(m.device_pointer<char>(0), shared.p + 8) << "shared memory needs no import";
 }
 
-/* Imports are bytes, classification is by the page: a plain buffer in a
- * page with an imported one is taken for imported, and the base-address
- * check refuses it by name. */
-TEST_F(FakeZe, APlainBufferBesideAnImportInItsPageIsEINVAL)
+/* Imports are bytes, and each buffer is asked about at both ends: a
+ * plain buffer in a page with an imported one is plain, and a range
+ * holding both is refused as mixed, naming it. */
+TEST_F(FakeZe, APlainBufferBesideAnImportInItsPageIsAMix)
 {
 	Context user(Mode::Userspace);
 	ZeBackend b(ZeFake::options());
@@ -209,16 +209,16 @@ TEST_F(FakeZe, APlainBufferBesideAnImportInItsPageIsEINVAL)
 	Registration r1 = user.register_buffers(first);
 	GpuMapping m1 = b.map(r1);
 	ASSERT_EQ(fake_ze_imported(), 1);
+	EXPECT_EQ(b.classify(mem.p + 199), ZeMemory::Host);
+	EXPECT_EQ(b.classify(mem.p + 200), ZeMemory::Unknown) << "a byte past the import";
 
 	Buffer both[] = {{mem.p + 120, 10}, {mem.p + 300, 10}};
 	Registration r2 = user.register_buffers(both);
 	Error e = expect_error([&] { (void)b.map(r2); });
-	EXPECT_EQ(e.err(), EINVAL);
+	EXPECT_EQ(e.err(), EEXIST);
 	EXPECT_EQ(e.step(), Step::GpuMap);
 	EXPECT_EQ(e.buffer_index(), 1u);
-	EXPECT_TRUE(contains(e, "zexDriverGetHostPointerBaseAddress of Level Zero host memory: "
-				"ZE_RESULT_ERROR_INVALID_ARGUMENT"))
-		<< e.what();
+	EXPECT_TRUE(contains(e, "mixes Level Zero host memory")) << e.what();
 	EXPECT_EQ(fake_ze_imported(), 1) << "nothing imported for the second";
 	m1.reset();
 }
