@@ -194,9 +194,9 @@ void write_results(const std::vector<Point> &points, const Context &ctx, const u
 
 } // namespace
 
-int bench(const BenchOptions &opt)
+int bench(const BenchOptions &opt, const Paths &paths)
 {
-	Context ctx;
+	Context ctx(Mode::Auto, paths.device);
 	const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
 	unsigned max_n = *std::max_element(opt.batch_sizes.begin(), opt.batch_sizes.end());
 	Region region = map_scattered_pages(max_n, page);

@@ -31,7 +31,7 @@ struct BenchOptions {
 	bool plot = true;
 	bool progress = true;
 };
-int bench(const BenchOptions &options);
+int bench(const BenchOptions &options, const Paths &paths);
 
 int selftest(const std::string &dir, const std::vector<std::string> &only, const Paths &paths);
 

@@ -27,7 +27,7 @@ rdma_here() {
 	find /sys/class/infiniband -mindepth 1 -maxdepth 1 -printf '%f\n' 2>/dev/null | sort | tr '\n' ' '
 }
 
-tap_plan 38
+tap_plan 39
 
 run "$cli" --help
 ok "--help exits 0 and lists every subcommand" $((rc != 0 || $(grep -cE '^  (info|stat|bench|selftest) ' "$tmp/out") != 4))
@@ -132,8 +132,8 @@ ok "stat with the module but no debugfs fails (1) and says why" \
 	$((rc != 1 || $(grep -c 'cannot read .*debugfs mounted' "$tmp/out") != 1))
 
 export SVMBATCH_DEVICE=$tmp/no-device
-# bench opens the default device: userspace mode asked for, as the module
-# may be loaded here.
+# bench opens the device SVMBATCH_DEVICE (or --device) names, none here:
+# userspace mode asked for first, then found.
 SVMBATCH_MODE=userspace run "$cli" bench --sizes 1 4 16 --out "$tmp" --quiet
 ok "bench exits 0 and says what it wrote" $((rc != 0 || $(grep -cE '^wrote .*/bench-[0-9-]+\.(json|png)$' "$tmp/out") != 2))
 ok "bench says it ran in userspace mode and measured bookkeeping, not pinning" \
@@ -149,6 +149,9 @@ ok "bench PNG is a PNG" $?
 rm -f "$tmp"/bench-*
 run "$cli" bench --sizes 2 --out "$tmp" --no-plot --quiet
 ok "bench --no-plot writes no PNG" $((rc != 0 || $(find "$tmp" -name 'bench-*.png' | wc -l) != 0))
+cp "$tmp"/bench-*.json "$tmp/out"
+json 'd["mode"] == "userspace" and "/no-device" in d["reason"]'
+ok "bench opens the device SVMBATCH_DEVICE names, and says so" $?
 run "$cli" bench --sizes 0
 ok "bench --sizes 0 is a usage error (2)" $((rc != 2))
 

@@ -78,7 +78,7 @@ int run(int argc, char **argv)
 	if (*bench) {
 		bopt.plot = !no_plot;
 		bopt.progress = !quiet && ::isatty(STDERR_FILENO);
-		return cli::bench(bopt);
+		return cli::bench(bopt, paths);
 	}
 	return cli::selftest(dir, only, paths);
 }
