@@ -8,8 +8,11 @@
 //    svmbatch_read(), an IoLoop's I/O threads read it with READ_FIXED into
 //    the warp's registered, GPU-mapped buffer, svmbatch_wait() returns, and
 //    the warp copies the piece into device memory (so the bytes cross PCIe,
-//    as the pipeline's copies do).  Requests/s, GB/s, and each request's
-//    latency from publish to completion (GPU globaltimer).
+//    as the pipeline's copies do).  Double-buffered: the warp asks for its
+//    next pieces into the other half of its buffer before it waits for and
+//    copies these.  Requests/s, GB/s, and each request's latency from
+//    publish to completion (GPU globaltimer).  Without the copy
+//    (loop_no_copy), one buffer, one batch at a time.
 //  - host pipeline: a Reader reads the same pieces into registered host
 //    buffers, a batch at a time, and one cudaMemcpyAsync per batch copies
 //    the batch's pieces (contiguous in the staging buffers and in device
@@ -140,15 +143,17 @@ struct Measured {
 	std::uint64_t requests = 0, errors = 0;
 };
 
-/// The GPU-mapped buffers of the loop: one registration of one 2 MiB
-/// buffer per warp.
+/// The GPU-mapped buffers of the loop: one registration of one buffer per
+/// warp, 2 MiB (buf_len) or, double-buffered, two sets of 2 MiB in one.
 struct WarpBuffers {
 	static constexpr std::size_t buf_len = 2 << 20;
-	WarpBuffers(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, unsigned nwarps)
-		: mem(std::size_t{nwarps} * buf_len)
+	WarpBuffers(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, unsigned nwarps,
+		    unsigned sets = 1)
+		: mem(std::size_t{nwarps} * sets * buf_len)
 	{
+		const std::size_t len = std::size_t{sets} * buf_len;
 		for (unsigned w = 0; w < nwarps; w++)
-			bufs.push_back({mem.get() + std::size_t{w} * buf_len, buf_len});
+			bufs.push_back({mem.get() + std::size_t{w} * len, len});
 		reg.emplace(ctx.register_buffers(bufs));
 		gpu = cuda.map(*reg);
 		dptr.assign(gpu.addresses().begin(), gpu.addresses().end());
@@ -168,7 +173,9 @@ svmbatch::IoLoopOptions loop_options(const Tuning &tune, svmbatch::CudaBackend &
 	return lo;
 }
 
-/// The loop's reads.
+/// The loop's reads; with copy, double-buffered: each warp asks for its
+/// next batch into one 2 MiB half of its buffer while it copies the batch
+/// in the other half.
 Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 		  std::uint64_t file_len, std::uint64_t size, unsigned blocks, unsigned warps,
 		  unsigned max_lanes, bool copy, int reps, const Tuning &tune)
@@ -177,7 +184,7 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 	const auto lanes = static_cast<unsigned>(
 		std::min<std::uint64_t>(max_lanes,
 					std::min<std::uint64_t>(32, WarpBuffers::buf_len / size)));
-	WarpBuffers wb(ctx, cuda, nwarps);
+	WarpBuffers wb(ctx, cuda, nwarps, copy ? 2 : 1);
 
 	Measured m;
 	for (int r = 0; r < reps; r++) {
@@ -185,9 +192,10 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 		std::uint32_t file = loop.add_file(fd);
 		svmbatch::device::GpuQueue q(loop.device_queue(), tune.max_poll_ns,
 					     tune.fast_poll_ns);
-		svmbatch::device::IoRun run = svmbatch::device::read_pieces(q, file, file_len, size,
-									    wb.dptr, size, blocks,
-									    warps, lanes, copy);
+		svmbatch::device::IoRun run =
+			svmbatch::device::read_pieces(q, file, file_len, size, wb.dptr, size,
+						      blocks, warps, lanes, copy, false,
+						      copy ? WarpBuffers::buf_len : 0);
 		loop.stop();
 		m.gbps.push_back(static_cast<double>(run.bytes) / run.seconds / 1e9);
 		m.rps.push_back(static_cast<double>(run.requests) / run.seconds);
@@ -590,7 +598,11 @@ const char *const method =
 	"{\"loop\": \"a persistent kernel (one block per SM, --warps warps each, up to 32 "
 	"lanes a warp) asks for every piece of the file with svmbatch_read(), an IoLoop "
 	"reads it with READ_FIXED on one of its I/O threads' rings into the warp's "
-	"registered GPU-mapped 2 MiB buffer, the warp copies it to device memory; rate over "
+	"registered GPU-mapped 2 MiB buffer, the warp copies it to device memory; "
+	"double-buffered: the warp's buffer is two such 2 MiB halves, and the warp asks for "
+	"its next pieces into one half before it waits for and copies the pieces in the "
+	"other, so a piece's latency includes the end of the copy before its wait "
+	"(loop_no_copy: one 2 MiB buffer, one batch at a time); rate over "
 	"the whole kernel run; latency from publish to completion on the GPU's globaltimer, "
 	"percentiles of the last rep\", "
 	"\"loop_no_copy\": \"the same, the warp not reading the delivered bytes\", "
@@ -708,7 +720,8 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		      static_cast<long long>(tune.loop.spin.count()),
 		      static_cast<long long>(tune.loop.park.count()));
 	// Latencies: one_request_* are one request's path (one in flight);
-	// at full load (blocks x warps x 32 in flight) they are queueing.
+	// at full load they are queueing: blocks x warps x 32 lanes ask, each
+	// with two requests out while its warp waits (double-buffered).
 	const std::string header = svmbatch::bench_meta::header("gpu_io", tune.commit, prop.name,
 								svmbatch::mode_name(ctx.mode()),
 								method);
@@ -732,7 +745,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		    median(host1m.gbps), median(host4k.rps),
 		    median(loop4k.gbps) / median(host4k.gbps),
 		    number_or_null(loop4k.p50_us).c_str(), number_or_null(loop4k.p99_us).c_str(),
-		    blocks * warps * 32, idle_pct, static_cast<unsigned long long>(errors));
+		    blocks * warps * 32 * 2, idle_pct, static_cast<unsigned long long>(errors));
 	return errors ? 1 : 0;
 }
 

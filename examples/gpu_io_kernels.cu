@@ -117,6 +117,7 @@ struct PieceArgs {
 	unsigned long long *next;
 	const unsigned long long *warp_buffers;
 	unsigned long long slice;
+	unsigned long long second; ///< the second set of slices' offset, or 0
 	unsigned lanes;
 	bool copy;
 	unsigned char *sink; ///< per warp, slice * lanes bytes of device memory
@@ -132,6 +133,80 @@ __device__ inline unsigned long long now_ns()
 	return t;
 }
 
+/// A warp's batch of pieces: the first one's index, and this lane's
+/// ticket and stamps (before svmbatch_read(), after it returned).
+struct Batch {
+	unsigned long long first;
+	long long ticket;
+	unsigned long long t0, t1;
+};
+
+/// The warp takes a.lanes pieces from the counter, and each lane asks for
+/// its piece into its slice of the warp's buffer at base.
+__device__ __forceinline__ Batch ask_batch(const PieceArgs &a, unsigned warp, unsigned lane,
+					   unsigned long long base)
+{
+	Batch b{0, -1, 0, 0};
+	if (lane == 0)
+		b.first = atomicAdd(a.next, static_cast<unsigned long long>(a.lanes));
+	b.first = __shfl_sync(0xffffffffu, b.first, 0);
+	const unsigned long long i = b.first + lane;
+	if (lane < a.lanes && i < a.npieces) {
+		b.t0 = now_ns();
+		b.ticket = svmbatch_read(a.q, a.file, i * a.size, a.size, warp,
+					 base + lane * a.slice, i);
+		b.t1 = now_ns();
+	}
+	return b;
+}
+
+/// Each lane waits for its piece of the batch; then the warp's barrier:
+/// every lane's acquire of its completion comes before the others' reads
+/// of that piece.
+__device__ __forceinline__ void wait_batch(const PieceArgs &a, const Batch &b, unsigned lane)
+{
+	const unsigned long long i = b.first + lane;
+	if (lane < a.lanes && i < a.npieces) {
+		svmbatch_io_result r = svmbatch_wait(a.q, b.ticket);
+		const unsigned long long t2 = now_ns();
+		a.latency_ns[i] = t2 - b.t0;
+		if (a.start_ns) {
+			a.start_ns[i] = b.t0;
+			a.published_ns[i] = b.t1;
+			a.end_ns[i] = t2;
+		}
+		if (r.status != 0 || r.bytes != a.size)
+			atomicAdd(a.errors, 1ull);
+	}
+	__syncwarp();
+}
+
+/// The batch's pieces, from the warp's buffer at src, into the warp's
+/// device memory, 16 bytes at a time, four loads in flight per lane:
+/// reads of host memory cross PCIe.
+__device__ __forceinline__ void copy_batch(const PieceArgs &a, const Batch &b, const uint4 *src,
+					   uint4 *sink, unsigned lane)
+{
+	const unsigned long long n =
+		min(static_cast<unsigned long long>(a.lanes), a.npieces - b.first);
+	const unsigned long long words = a.slice / 16, used = a.size / 16;
+	for (unsigned long long j = 0; j < n; j++) {
+		const uint4 *s = src + j * words;
+		uint4 *dst = sink + j * words;
+		unsigned long long k = lane;
+		for (; k + 96 < used; k += 128) {
+			const uint4 x0 = s[k], x1 = s[k + 32], x2 = s[k + 64], x3 = s[k + 96];
+			dst[k] = x0;
+			dst[k + 32] = x1;
+			dst[k + 64] = x2;
+			dst[k + 96] = x3;
+		}
+		for (; k < used; k += 32)
+			dst[k] = s[k];
+	}
+	__syncwarp();
+}
+
 __global__ void read_pieces_kernel(PieceArgs a)
 {
 	const unsigned lane = threadIdx.x % 32;
@@ -139,54 +214,32 @@ __global__ void read_pieces_kernel(PieceArgs a)
 	const auto *buf = reinterpret_cast<const uint4 *>(a.warp_buffers[warp]);
 	auto *sink = reinterpret_cast<uint4 *>(a.sink + warp * a.slice * a.lanes);
 
-	for (;;) {
-		unsigned long long first = 0;
-		if (lane == 0)
-			first = atomicAdd(a.next, static_cast<unsigned long long>(a.lanes));
-		first = __shfl_sync(0xffffffffu, first, 0);
-		if (first >= a.npieces)
-			return;
-		const unsigned long long i = first + lane;
-		if (lane < a.lanes && i < a.npieces) {
-			const unsigned long long t0 = now_ns();
-			long long t = svmbatch_read(a.q, a.file, i * a.size, a.size, warp,
-						    lane * a.slice, i);
-			const unsigned long long t1 = now_ns();
-			svmbatch_io_result r = svmbatch_wait(a.q, t);
-			const unsigned long long t2 = now_ns();
-			a.latency_ns[i] = t2 - t0;
-			if (a.start_ns) {
-				a.start_ns[i] = t0;
-				a.published_ns[i] = t1;
-				a.end_ns[i] = t2;
-			}
-			if (r.status != 0 || r.bytes != a.size)
-				atomicAdd(a.errors, 1ull);
+	if (!a.second) {
+		// One batch at a time: ask, wait, copy.
+		for (;;) {
+			const Batch b = ask_batch(a, warp, lane, 0);
+			if (b.first >= a.npieces)
+				return;
+			wait_batch(a, b, lane);
+			if (a.copy)
+				copy_batch(a, b, buf, sink, lane);
 		}
-		__syncwarp();
-		if (a.copy) {
-			// The pieces' bytes into device memory, 16 at a time, four
-			// loads in flight per lane: reads of host memory cross PCIe.
-			const unsigned long long n =
-				min(static_cast<unsigned long long>(a.lanes), a.npieces - first);
-			const unsigned long long words = a.slice / 16, used = a.size / 16;
-			for (unsigned long long j = 0; j < n; j++) {
-				const uint4 *src = buf + j * words;
-				uint4 *dst = sink + j * words;
-				unsigned long long k = lane;
-				for (; k + 96 < used; k += 128) {
-					const uint4 x0 = src[k], x1 = src[k + 32], x2 = src[k + 64],
-						    x3 = src[k + 96];
-					dst[k] = x0;
-					dst[k + 32] = x1;
-					dst[k + 64] = x2;
-					dst[k + 96] = x3;
-				}
-				for (; k < used; k += 32)
-					dst[k] = src[k];
-			}
-		}
-		__syncwarp();
+	}
+	// Double-buffered: the next batch is asked for into the other set of
+	// slices before this one is waited for and copied, so its reads run
+	// while the warp copies.  Each lane waits for its tickets in the
+	// order it took them; a set is asked for again only after the warp's
+	// copy of it ended (copy_batch's barrier).
+	unsigned long long base = 0;
+	Batch cur = ask_batch(a, warp, lane, base);
+	while (cur.first < a.npieces) {
+		const unsigned long long other = base ? 0 : a.second;
+		const Batch nxt = ask_batch(a, warp, lane, other);
+		wait_batch(a, cur, lane);
+		if (a.copy)
+			copy_batch(a, cur, buf + base / 16, sink, lane);
+		cur = nxt;
+		base = other;
 	}
 }
 
@@ -321,7 +374,7 @@ std::vector<std::uint64_t> read_and_checksum(const GpuQueue &q, std::uint32_t fi
 IoRun read_pieces(const GpuQueue &q, std::uint32_t file, std::uint64_t file_bytes,
 		  std::uint64_t size, const std::vector<std::uint64_t> &warp_buffers,
 		  std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes, bool copy,
-		  bool stamps)
+		  bool stamps, std::uint64_t second)
 {
 	const std::uint64_t npieces = file_bytes / size;
 	const std::size_t nwarps = std::size_t{blocks} * warps;
@@ -339,6 +392,7 @@ IoRun read_pieces(const GpuQueue &q, std::uint32_t file, std::uint64_t file_byte
 		    next.p,
 		    d_bufs.p,
 		    slice,
+		    second,
 		    lanes,
 		    copy,
 		    sink.p,

@@ -74,11 +74,15 @@ struct IoRun {
 /// bytes, `lanes` lanes per warp asking at once; with copy, the warp copies
 /// each piece into device memory (the data crosses PCIe, as a host
 /// pipeline's cudaMemcpy does).  Latency from globaltimer before
-/// svmbatch_read() to after svmbatch_wait().
+/// svmbatch_read() to after svmbatch_wait().  second, nonzero (a multiple
+/// of 16): double-buffered, each warp's buffer holds a second set of
+/// slices at that offset, and the warp asks for its next pieces into one
+/// set before it waits for (and copies) the pieces in the other; a
+/// piece's latency then includes the end of the copy before its wait.
 IoRun read_pieces(const GpuQueue &q, std::uint32_t file, std::uint64_t file_bytes,
 		  std::uint64_t size, const std::vector<std::uint64_t> &warp_buffers,
 		  std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes, bool copy,
-		  bool stamps = false);
+		  bool stamps = false, std::uint64_t second = 0);
 
 /// The file's bytes in device memory: io_pattern(0 .. bytes), freed on
 /// destruction.
