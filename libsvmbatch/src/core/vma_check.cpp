@@ -213,7 +213,8 @@ private:
 		 * could not look up either; on a block device it is a file.
 		 */
 		if (ret && errno == ENAMETOOLONG && path) {
-			*path = "/";
+			/* Not *path = "/": GCC 12's -Wrestrict misfires on it. */
+			path->assign(1, '/');
 			q = query(addr, flags, nullptr);
 			if (q.size && !q.dev_major)
 				path->clear();
