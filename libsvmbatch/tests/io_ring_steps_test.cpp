@@ -12,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <barrier>
 #include <cerrno>
@@ -169,6 +170,119 @@ TEST(IoRingSteps, WarpsOfCpuLanesWriteAndReadThroughFewerSlots)
 	EXPECT_EQ(std::memcmp(back.data(), src.data(), buf_len), 0);
 	const IoLoopStats st = loop.stats();
 	EXPECT_EQ(st.completed, std::uint64_t{2} * warps * lanes * rounds);
+	EXPECT_EQ(st.failed, 0u);
+}
+
+/* The benchmark kernel's double-buffering (examples/gpu_io_kernels.cu),
+ * played by 4 warps of 32 CPU lanes through 32 slots, 8 requests moving at
+ * most: each warp takes 32 pieces at a time from a shared counter and its
+ * active lanes claim their tickets with one add; it asks for its next
+ * batch into one half of its buffer before it waits for the batch in the
+ * other half, so each lane holds two tickets at once, far more than the
+ * ring has slots.  After the warp's barrier each lane checks a neighbour's
+ * piece (the kernel's copy), and the half is asked for again only after
+ * the next barrier.  Every piece arrives once with all its bytes. */
+TEST(IoRingSteps, DoubleBufferedWarpsHoldTwoTicketsALaneThroughFewerSlots)
+{
+	constexpr unsigned warps = 4, lanes = 32;
+	constexpr std::size_t piece = 1000, npieces = 3001;
+	constexpr std::size_t buf_len = std::size_t{warps} * 2 * lanes * piece;
+	std::optional<Context> ctx;
+	ctx.emplace(test::make_context());
+	std::vector<char> dst(buf_len, 0);
+	Buffer bufs[] = {{dst.data(), buf_len}};
+	Registration reg = ctx->register_buffers(bufs);
+	test::ScratchFile file(npieces * piece);
+	IoLoopOptions o;
+	o.slots = 32;
+	o.max_in_flight = 8;
+	o.io.threads = 2;
+	IoLoop loop(*ctx, reg, o);
+	const std::uint32_t f = loop.add_file(file.fd());
+	const svmbatch_io_queue q = loop.host_queue();
+	std::atomic<std::uint64_t> device_tail{0}, next{0};
+	std::vector<std::atomic<unsigned>> seen(npieces);
+	std::atomic<unsigned> bad{0};
+
+	auto warp = [&](unsigned w) {
+		std::barrier meet(lanes);
+		std::uint64_t shared_first = 0, shared_base = 0; /* the leader's */
+		auto lane = [&](unsigned l) {
+			const Lane me{q};
+			struct Batch {
+				std::uint64_t first, ticket;
+				unsigned active;
+			};
+			auto slice = [&](unsigned half, unsigned of) {
+				return ((std::size_t{w} * 2 + half) * lanes + of) * piece;
+			};
+			/* ask_batch(): pieces from the counter, tickets for the
+			 * active lanes with one add, each lane's read published. */
+			auto ask = [&](unsigned half) {
+				if (l == 0) {
+					shared_first = next.fetch_add(lanes);
+					const std::uint64_t n =
+						shared_first < npieces ?
+							std::min<std::uint64_t>(
+								lanes, npieces - shared_first) :
+							0;
+					shared_base = device_tail.fetch_add(n);
+				}
+				meet.arrive_and_wait();
+				Batch b{shared_first, shared_base + l, 0};
+				meet.arrive_and_wait(); /* read by all */
+				if (b.first < npieces)
+					b.active = static_cast<unsigned>(
+						std::min<std::uint64_t>(lanes, npieces - b.first));
+				if (l < b.active)
+					me.publish(b.ticket, SVMBATCH_IO_READ, f,
+						   (b.first + l) * piece, piece, 0, slice(half, l));
+				return b;
+			};
+			unsigned half = 0;
+			Batch cur = ask(half);
+			while (cur.first < npieces) {
+				const Batch nxt = ask(half ^ 1);
+				if (l < cur.active) {
+					svmbatch_io_completion c = me.wait(cur.ticket);
+					if (c.status || c.bytes != piece || c.tag != cur.ticket)
+						bad++;
+				}
+				meet.arrive_and_wait(); /* every lane's completion seen */
+				if (l < cur.active) {
+					const unsigned of = (l + 1) % cur.active;
+					const std::uint64_t i = cur.first + of;
+					const char *p = dst.data() + slice(half, of);
+					for (std::size_t k = 0; k < piece; k++)
+						if (static_cast<std::uint8_t>(p[k]) !=
+						    pattern_byte(i * piece + k)) {
+							bad++;
+							break;
+						}
+					seen[i]++;
+				}
+				meet.arrive_and_wait(); /* the half checked: ask again */
+				cur = nxt;
+				half ^= 1;
+			}
+		};
+		std::vector<std::thread> ls;
+		for (unsigned l = 0; l < lanes; l++)
+			ls.emplace_back(lane, l);
+		for (auto &t : ls)
+			t.join();
+	};
+	std::vector<std::thread> ws;
+	for (unsigned w = 0; w < warps; w++)
+		ws.emplace_back(warp, w);
+	for (auto &t : ws)
+		t.join();
+
+	EXPECT_EQ(bad.load(), 0u);
+	for (std::size_t i = 0; i < npieces; i++)
+		ASSERT_EQ(seen[i].load(), 1u) << i;
+	const IoLoopStats st = loop.stats();
+	EXPECT_EQ(st.completed, npieces);
 	EXPECT_EQ(st.failed, 0u);
 }
 
