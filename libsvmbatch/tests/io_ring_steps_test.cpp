@@ -78,6 +78,29 @@ struct Lane {
 		svmbatch_io_fill(slot, op, file, off, len, buffer, boff, t);
 		seq.store(svmbatch_io_seq_published(t), std::memory_order_release);
 	}
+	/// publish() as device.cuh takes it, reading no header flag: false
+	/// when the slot says closed (ticket t given up, the pump passes it)
+	/// or the pump ended.
+	bool publish_unless_closed(std::uint64_t t, std::uint32_t file, std::uint64_t off,
+				   std::uint64_t len, std::uint64_t boff) const
+	{
+		svmbatch_io_request *slot = svmbatch_io_request_slot(&q, t);
+		std::atomic_ref seq(slot->seq);
+		std::uint64_t v = 0;
+		while (svmbatch_io_seq_open(v = seq.load(std::memory_order_acquire)) !=
+		       svmbatch_io_seq_free(t)) {
+			if (std::atomic_ref(q.header->stopped).load(std::memory_order_acquire))
+				return false;
+			std::this_thread::yield();
+		}
+		if (svmbatch_io_seq_closed(v)) {
+			seq.store(svmbatch_io_seq_given_up(t), std::memory_order_release);
+			return false;
+		}
+		svmbatch_io_fill(slot, SVMBATCH_IO_READ, file, off, len, 0, boff, t);
+		seq.store(svmbatch_io_seq_published(t), std::memory_order_release);
+		return true;
+	}
 	/// svmbatch_wait(): the completion of t (acquire), its slot freed.
 	svmbatch_io_completion wait(std::uint64_t t) const
 	{
@@ -171,6 +194,127 @@ TEST(IoRingSteps, WarpsOfCpuLanesWriteAndReadThroughFewerSlots)
 	const IoLoopStats st = loop.stats();
 	EXPECT_EQ(st.completed, std::uint64_t{2} * warps * lanes * rounds);
 	EXPECT_EQ(st.failed, 0u);
+}
+
+/* A GPU-like producer (no look at the header's flag) that claims after
+ * stop() finds its slot closed and gets -1, before the pump ended as
+ * after: stop() marked the free slots, without waiting for anyone. */
+TEST(IoRingSteps, AClosedLoopRefusesProducersThroughTheirSlot)
+{
+	std::optional<Context> ctx;
+	ctx.emplace(test::make_context());
+	std::vector<char> dst(4096, 0);
+	Buffer bufs[] = {{dst.data(), dst.size()}};
+	Registration reg = ctx->register_buffers(bufs);
+	test::ScratchFile file(4096);
+	IoLoopOptions o;
+	o.slots = 32;
+	IoLoop loop(*ctx, reg, o);
+	const std::uint32_t f = loop.add_file(file.fd());
+	const svmbatch_io_queue q = loop.host_queue();
+	const Lane me{q};
+	/* One read first, so that the slots are not all at their first lap. */
+	ASSERT_TRUE(me.publish_unless_closed(0, f, 0, 4096, 0));
+	EXPECT_EQ(me.wait(0).status, 0);
+	loop.stop();
+	for (std::uint64_t t = 1; t <= 32; t++)
+		EXPECT_FALSE(me.publish_unless_closed(t, f, 0, 4096, 0)) << t;
+	EXPECT_EQ(loop.stats().requests, 1u);
+	EXPECT_EQ(dst[0], static_cast<char>(pattern_byte(0)));
+}
+
+/* stop() while 16 GPU-like producers (tickets from a counter of their own,
+ * no look at the header's closed flag: device.cuh's publish()) read
+ * through 32 slots, each holding two tickets: the pump marks the free
+ * slots closed, a producer that finds its slot closed gives its ticket up
+ * and the pump passes it.  Every published request completes once, read
+ * or cancelled, or, where a producer that claimed before it reached its
+ * slot only after the pump ended (a slow guest), ends -ESHUTDOWN, never
+ * completed; every producer ends by a give-up; nothing undelivered. */
+TEST(IoRingSteps, StopMarksTheSlotsClosedAndGivenUpTicketsArePassed)
+{
+	constexpr unsigned producers = 16;
+	constexpr std::size_t piece = 4096, npieces = 512;
+	for (int attempt = 0; attempt < 20 && !::testing::Test::HasFailure(); attempt++) {
+		std::optional<Context> ctx;
+		ctx.emplace(test::make_context());
+		std::vector<char> dst(std::size_t{producers} * 2 * piece, 0);
+		Buffer bufs[] = {{dst.data(), dst.size()}};
+		Registration reg = ctx->register_buffers(bufs);
+		test::ScratchFile file(npieces * piece);
+		IoLoopOptions o;
+		o.slots = 32;
+		o.io.threads = 2;
+		IoLoop loop(*ctx, reg, o);
+		const std::uint32_t f = loop.add_file(file.fd());
+		const svmbatch_io_queue q = loop.host_queue();
+		std::atomic<std::uint64_t> device_tail{0}, published{0}, ok{0}, cancelled{0},
+			other{0}, shutdown{0}, gave_up{0};
+
+		auto produce = [&](unsigned p) {
+			const Lane me{q};
+			std::uint64_t held[2] = {0, 0};
+			unsigned nheld = 0;
+			auto finish = [&](std::uint64_t t) {
+				svmbatch_io_completion *c = svmbatch_io_completion_slot(&q, t);
+				std::atomic_ref seq(c->seq);
+				while (seq.load(std::memory_order_acquire) !=
+				       svmbatch_io_seq_published(t)) {
+					if (std::atomic_ref(q.header->stopped)
+						    .load(std::memory_order_acquire) &&
+					    seq.load(std::memory_order_acquire) !=
+						    svmbatch_io_seq_published(t)) {
+						shutdown++; /* -ESHUTDOWN */
+						return;
+					}
+					std::this_thread::yield();
+				}
+				const svmbatch_io_completion got = me.wait(t);
+				if (got.status == 0 && got.bytes == piece)
+					ok++;
+				else if (got.status == -ECANCELED)
+					cancelled++;
+				else
+					other++;
+			};
+			for (std::uint64_t i = 0;; i++) {
+				const std::uint64_t t = device_tail.fetch_add(1);
+				const bool in = me.publish_unless_closed(
+					t, f, ((i * producers + p) % npieces) * piece, piece,
+					(std::size_t{p} * 2 + i % 2) * piece);
+				if (!in)
+					gave_up++;
+				else
+					published++;
+				if (nheld == 2) {
+					finish(held[0]);
+					held[0] = held[1];
+					nheld = 1;
+				}
+				if (!in)
+					break;
+				held[nheld++] = t;
+			}
+			for (unsigned k = 0; k < nheld; k++)
+				finish(held[k]);
+		};
+		std::vector<std::thread> ts;
+		for (unsigned p = 0; p < producers; p++)
+			ts.emplace_back(produce, p);
+		while (loop.stats().completed < 300)
+			std::this_thread::yield();
+		loop.stop(std::chrono::milliseconds(2000));
+		for (auto &t : ts)
+			t.join();
+
+		EXPECT_EQ(other.load(), 0u) << "attempt " << attempt;
+		EXPECT_EQ(gave_up.load(), producers) << "attempt " << attempt;
+		EXPECT_EQ(ok + cancelled + shutdown, published.load()) << "attempt " << attempt;
+		const IoLoopStats st = loop.stats();
+		EXPECT_EQ(st.requests, ok + cancelled) << "attempt " << attempt;
+		EXPECT_EQ(st.completed, ok + cancelled) << "attempt " << attempt;
+		EXPECT_EQ(st.undelivered, 0u) << "attempt " << attempt;
+	}
 }
 
 /* The benchmark kernel's double-buffering (examples/gpu_io_kernels.cu),

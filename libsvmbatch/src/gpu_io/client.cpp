@@ -59,7 +59,15 @@ std::int64_t IoLoopClient::publish(std::uint32_t op, std::uint32_t file, std::ui
 	svmbatch_io_request *slot = svmbatch_io_request_slot(&q_, t);
 	std::atomic_ref seq(slot->seq);
 
-	for (unsigned spins = 0; seq.load(std::memory_order_acquire) != svmbatch_io_seq_free(t);) {
+	for (unsigned spins = 0;;) {
+		const std::uint64_t v = seq.load(std::memory_order_acquire);
+		if (v == svmbatch_io_seq_free(t))
+			break;
+		if (svmbatch_io_seq_open(v) == svmbatch_io_seq_free(t)) {
+			// Closed since the check: give t up (the pump passes it).
+			seq.store(svmbatch_io_seq_given_up(t), std::memory_order_release);
+			return -1;
+		}
 		if (pump_ended(q_))
 			return -1; // nobody will free the slot
 		back_off(spins);

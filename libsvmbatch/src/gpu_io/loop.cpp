@@ -105,6 +105,7 @@ public:
 
 private:
 	void run() noexcept;
+	void close_slots() noexcept;
 	bool sweep(bool stopping);
 	bool post_backlog();
 	bool deliver_deferred();
@@ -374,26 +375,61 @@ bool IoLoopPump::deliver_deferred()
 	return deferred_.size() != before;
 }
 
+/// Closing (gpu_io/ring.h): SVMBATCH_IO_SEQ_CLOSED into every free request
+/// slot, so that a producer waiting for its slot, or coming to it later,
+/// gives its ticket up.  A slot's seq is free when it names the slot's own
+/// index (t & mask == index), published when it names the next.  A
+/// producer that saw its slot free before the swap publishes over it: the
+/// slot ends published (and is taken, cancelled) or closed, never both.
+/// Slots freed from now on are freed closed (sweep).
+void IoLoopPump::close_slots() noexcept
+{
+	svmbatch_io_request *slots = mem_.requests();
+
+	for (std::uint64_t i = 0; i <= mem_.mask(); i++) {
+		std::atomic_ref seq(slots[i].seq);
+		std::uint64_t v = seq.load(std::memory_order_relaxed);
+		while (!svmbatch_io_seq_closed(v) && (v & mem_.mask()) == i &&
+		       !seq.compare_exchange_weak(v, v | SVMBATCH_IO_SEQ_CLOSED,
+						  std::memory_order_release,
+						  std::memory_order_relaxed)) {
+		}
+	}
+}
+
 /// Take published requests in ticket order, up to max_batch; refuse the
 /// bad ones (and, stopping, every one) at once; hand each other one to
 /// the I/O threads as soon as it is taken.
 bool IoLoopPump::sweep(bool stopping)
 {
 	svmbatch_io_request *slots = mem_.requests();
-	std::size_t taken = 0;
+	std::size_t taken = 0, given_up = 0;
 
-	while (taken < options_.max_batch && (stopping || backlog_.empty()) &&
+	while (taken + given_up < options_.max_batch && (stopping || backlog_.empty()) &&
 	       (stopping || moving_.load(std::memory_order_relaxed) < options_.max_in_flight)) {
 		svmbatch_io_request &slot = slots[head_ & mem_.mask()];
 		std::atomic_ref seq(slot.seq);
-		if (seq.load(std::memory_order_acquire) != svmbatch_io_seq_published(head_))
+		const std::uint64_t v = seq.load(std::memory_order_acquire);
+		if (v == svmbatch_io_seq_given_up(head_)) {
+			// A producer gave its ticket up (closed): nobody waits.
+			seq.store(svmbatch_io_seq_next_lap_closed(mem_.mask(), head_++),
+				  std::memory_order_release);
+			given_up++;
+			continue;
+		}
+		if (v != svmbatch_io_seq_published(head_))
 			break;
 		const svmbatch_io_request rq = slot;
 		const std::uint64_t ticket = head_++;
-		seq.store(svmbatch_io_seq_next_lap(mem_.mask(), ticket), std::memory_order_release);
+		seq.store(stopping ? svmbatch_io_seq_next_lap_closed(mem_.mask(), ticket) :
+				     svmbatch_io_seq_next_lap(mem_.mask(), ticket),
+			  std::memory_order_release);
 		if (IoLoopTimes *t = times(ticket))
 			t->seen_ns = now_ns();
 		taken++;
+		// Counted before it is handed on: its completion, seen by its
+		// producer, comes after.
+		counters_.requests.fetch_add(1, std::memory_order_relaxed);
 		FileInfo file;
 		const int err = stopping ? -ECANCELED : refuse(rq, file);
 		if (err || !rq.length)
@@ -402,8 +438,7 @@ bool IoLoopPump::sweep(bool stopping)
 			start(ticket, rq, file);
 	}
 	if (!taken)
-		return false;
-	counters_.requests.fetch_add(taken, std::memory_order_relaxed);
+		return given_up != 0;
 	counters_.batches.fetch_add(1, std::memory_order_relaxed);
 	return true;
 }
@@ -419,6 +454,7 @@ void IoLoopPump::run() noexcept
 			if (stopping && !deadline) {
 				deadline =
 					Clock::now() + std::chrono::milliseconds(drain_ms_.load());
+				close_slots();
 				workers_->cancel();
 			}
 			work |= post_backlog();

@@ -253,16 +253,16 @@ __device__ inline bool warp_wait(lanes_t active, const svmbatch_gpu_queue &q, Re
 }
 
 /// Claim tickets for the converged lanes (one atomic), wait for this
-/// lane's slot, fill it, publish it: the ticket, or -1.
+/// lane's slot, fill it, publish it: the ticket, or -1.  The slot's seq
+/// also says whether the loop is closed (SVMBATCH_IO_SEQ_CLOSED): one read
+/// of host memory where a read of the header's flag before the claim
+/// would be a second round trip.
 __device__ inline long long publish(const svmbatch_gpu_queue &q, uint32_t op, uint32_t file,
 				    uint64_t offset, uint64_t length, uint32_t buffer,
 				    uint64_t buffer_offset, uint64_t tag)
 {
-	svmbatch_io_ring_header *h = q.ring.header;
 	const lanes_t active = active_lanes();
 
-	if (any(active, flag(&h->closed)))
-		return -1;
 	// One atomic per warp: the lowest active lane takes tickets for all.
 	const unsigned lane = lane_id();
 	const int leader = lowest(active);
@@ -274,9 +274,17 @@ __device__ inline long long publish(const svmbatch_gpu_queue &q, uint32_t op, ui
 	const unsigned long long t = base + rank;
 
 	svmbatch_io_request *slot = svmbatch_io_request_slot(&q.ring, t);
-	if (!warp_wait(active, q,
-		       [&] { return load_acquire(&slot->seq) == svmbatch_io_seq_free(t); }))
+	unsigned long long seq = 0;
+	if (!warp_wait(active, q, [&] {
+		    seq = load_acquire(&slot->seq);
+		    return svmbatch_io_seq_open(seq) == svmbatch_io_seq_free(t);
+	    }))
 		return -1; // the pump ended: nobody frees the slot
+	if (svmbatch_io_seq_closed(seq)) {
+		// Closed: give t up, so that the pump passes it.
+		store_release(&slot->seq, svmbatch_io_seq_given_up(t));
+		return -1;
+	}
 	svmbatch_io_fill(slot, op, file, offset, length, buffer, buffer_offset, tag);
 	// The slot's fields reach host memory before its seq says published.
 	__threadfence_system();
@@ -288,10 +296,10 @@ __device__ inline long long publish(const svmbatch_gpu_queue &q, uint32_t op, ui
 
 /// Ask for length bytes of file (IoLoop::add_file) at offset, into caller
 /// buffer `buffer` of the loop's registration at buffer_offset.  Returns
-/// the ticket to wait for, or -1 when the loop is closed (nothing claimed)
-/// or its pump ended while this waited for a slot.  Call it from
-/// converged lanes: they share one atomic, and one of them polls for
-/// their slots.
+/// the ticket to wait for, or -1 when the loop is closed (the ticket given
+/// up, nothing published) or its pump ended while this waited for a slot.
+/// Call it from converged lanes: they share one atomic, and one of them
+/// polls for their slots.
 __device__ inline long long svmbatch_read(const svmbatch_gpu_queue &q, uint32_t file,
 					  uint64_t offset, uint64_t length, uint32_t buffer,
 					  uint64_t buffer_offset, uint64_t tag = 0)

@@ -11,7 +11,10 @@
  *     producer's memory: device memory for a GPU, the ring for the CPU).
  *     Request slot and completion slot are both [t & mask].
  *  2. wait until requests[t & mask].seq == t (the slot is free for ticket
- *     t: the pump has taken ticket t - slots out of it);
+ *     t: the pump has taken ticket t - slots out of it), or t with
+ *     SVMBATCH_IO_SEQ_CLOSED set: the loop is closed, and the producer
+ *     gives ticket t up: it stores seq = (t + 1) | CLOSED and publishes
+ *     nothing;
  *  3. fill the slot's fields; fence (GPU: __threadfence_system(); CPU:
  *     release); store seq = t + 1: published.
  *  4. the pump, in ticket order: load seq with acquire; at t + 1 it copies
@@ -36,6 +39,17 @@
  * hold any number of requests it has not waited for, as long as it waits
  * for its own tickets in the order it took them (the completion of ticket
  * t needs ticket t - slots' waiter to be done with the slot).
+ *
+ * Closing: once the loop stops taking requests, the pump sets
+ * SVMBATCH_IO_SEQ_CLOSED in every free request slot's seq (a compare and
+ * swap from t to t | CLOSED: a slot that a producer publishes meanwhile
+ * stays published, and the stopping pump completes it with -ECANCELED),
+ * and in each slot it frees from then on.  A producer thus learns that
+ * the loop is closed from the one read of its slot that it makes anyway,
+ * not from a second read of the header's flag before it claims.  A ticket
+ * given up (step 2) is taken in its turn like a request, but nothing is
+ * done and nothing completed for it (nobody waits): the pump passes it,
+ * and a request published after it is still completed with -ECANCELED.
  */
 #ifndef SVMBATCH_IO_RING_H
 #define SVMBATCH_IO_RING_H
@@ -47,7 +61,7 @@ extern "C" {
 #endif
 
 /* Version of this layout; IoLoop and the device header check it. */
-#define SVMBATCH_IO_RING_VERSION 1
+#define SVMBATCH_IO_RING_VERSION 2
 
 /* Request flags: the operation. */
 #define SVMBATCH_IO_READ  0u /* file -> buffer (READ_FIXED) */
@@ -100,10 +114,11 @@ struct svmbatch_io_completion {
  * The ring's header, at the start of the ring memory.
  * @version: SVMBATCH_IO_RING_VERSION.
  * @slots: number of request slots = completion slots, a power of two.
- * @closed: non-zero once the loop stops taking requests: a producer
- *	checks it before claiming and gives up (-ESHUTDOWN).  What was
- *	claimed still gets published: the stopping pump completes it with
- *	-ECANCELED.
+ * @closed: non-zero once the loop stops taking requests: a CPU producer
+ *	checks it before claiming and gives up; every producer gives up
+ *	when its slot's seq has SVMBATCH_IO_SEQ_CLOSED (the protocol above).
+ *	What was published still gets taken: the stopping pump completes it
+ *	with -ECANCELED.
  * @stopped: non-zero once the pump has ended: a producer still waiting for
  *	a slot or a completion gives up (-ESHUTDOWN).
  * @host_tail: the ticket counter of CPU producers (GPU producers keep
@@ -187,6 +202,37 @@ SVMBATCH_IO_STEP uint64_t svmbatch_io_seq_free(uint64_t t)
 SVMBATCH_IO_STEP uint64_t svmbatch_io_seq_published(uint64_t t)
 {
 	return t + 1;
+}
+
+/*
+ * Closing (above): the bit the pump sets in free request slots' seq once
+ * the loop is closed; a producer that finds its slot free for its ticket
+ * with the bit set gives the ticket up (svmbatch_io_seq_given_up()).
+ */
+#define SVMBATCH_IO_SEQ_CLOSED (1ull << 63)
+
+SVMBATCH_IO_STEP int svmbatch_io_seq_closed(uint64_t seq)
+{
+	return (seq & SVMBATCH_IO_SEQ_CLOSED) != 0;
+}
+
+/* Step 2: the seq without the closed bit (a free slot's ticket). */
+SVMBATCH_IO_STEP uint64_t svmbatch_io_seq_open(uint64_t seq)
+{
+	return seq & ~SVMBATCH_IO_SEQ_CLOSED;
+}
+
+/* Step 2 (closed): the seq that gives ticket t up; the pump passes it. */
+SVMBATCH_IO_STEP uint64_t svmbatch_io_seq_given_up(uint64_t t)
+{
+	return (t + 1) | SVMBATCH_IO_SEQ_CLOSED;
+}
+
+/* Step 4 (closing): the seq that hands the slot of ticket t (taken) on,
+ * closed, to ticket t + slots. */
+SVMBATCH_IO_STEP uint64_t svmbatch_io_seq_next_lap_closed(uint32_t mask, uint64_t t)
+{
+	return (t + (uint64_t)mask + 1) | SVMBATCH_IO_SEQ_CLOSED;
 }
 
 /* Steps 4 and 6: the seq that hands ticket t's slot to ticket t + slots. */
