@@ -4,7 +4,8 @@
 
   bench/check-results.py [REPO]
 
-Results (bench/results/*-h100-*.json, the device benchmarks' output):
+Results (bench/results/*-h100-*.json and *-h100x<N>-*.json, the device
+benchmarks' output):
 - each names its benchmark, commit, date, machine, mode (kernel or
   userspace) and method, written by the benchmark itself;
 - a latency (a p50/p99 member) is a measurement or absent (null or left
@@ -185,7 +186,7 @@ def main():
             problems.append(f"bench/results/{name}: not JSON: {e}")
             continue
         results[name] = (r, list(leaves(r)))
-        if "-h100-" in name:
+        if re.search(r"-h100(x\d+)?-", name):
             check_result(name, r, problems)
     check_docs(root, results, problems)
     for p in problems:
