@@ -15,7 +15,8 @@ reads its pieces, then all agree (one all_reduce of a status row per
 rank: a failure and its message, and a digest of the plan), then each
 piece is broadcast from its reader.  A rank that failed has its error
 raised, the others a DistributedLoadError naming it: nobody waits for a
-rank that will not send."""
+rank that will not send.  The agreed points run on a CPU (gloo) group of
+the same ranks, so that no rank waits for its GPU before it reads on."""
 
 import contextlib as _contextlib
 import hashlib as _hashlib
@@ -200,10 +201,42 @@ class _Plan:
         self.digest = digest.digest()
 
 
+# The world's gloo twin, made at the first load that needs it: (the world
+# group it was made for, the twin).  A new init_process_group() gets a new
+# one.
+_world_cpu_group = [None, None]
+
+
+def _ranks(group):
+    """The global ranks of group's members, in group rank order."""
+    return [_global_rank(group, r) for r in range(_dist.get_world_size(group))]
+
+
+def _cpu_group_for(group, cpu_group, backend):
+    """The group the agreed points run on: cpu_group (checked: the same
+    ranks as group, in the same order); else group itself where it is not
+    NCCL; else, for the world, its gloo twin (made by every rank's first
+    load, as new_group() asks of the whole world); else (a subgroup, whose
+    twin only the caller can make) group itself."""
+    if cpu_group is not None:
+        if _ranks(cpu_group) != _ranks(group):
+            raise ValueError(f"cpu_group has the ranks {_ranks(cpu_group)}, the group "
+                             f"{_ranks(group)}: they must be the same ranks in the same order")
+        return cpu_group
+    if backend != "nccl" or not _dist.is_gloo_available():
+        return group
+    world = _dist.group.WORLD
+    if group is not None and group is not world:
+        return group
+    if _world_cpu_group[0] is not world:
+        _world_cpu_group[:] = [world, _dist.new_group(backend="gloo")]
+    return _world_cpu_group[1]
+
+
 class _Group:
     """The process group: this rank, the world, the agreed points."""
 
-    def __init__(self, group):
+    def __init__(self, group, cpu_group):
         if not _HAVE_DIST:
             raise RuntimeError("torch.distributed is absent from this torch "
                                f"({_torch.__version__})")
@@ -216,8 +249,10 @@ class _Group:
         if self.rank < 0:
             raise ValueError("this process is not a member of the group")
         self.backend = str(_dist.get_backend(group))
-        # The status rows travel where the backend moves bytes: NCCL only
-        # between GPUs (set to the load's device).
+        self.agree_group = _cpu_group_for(group, cpu_group, self.backend)
+        # The status rows travel where the agreeing group moves bytes: NCCL
+        # only between GPUs (set to the load's device).
+        self.agree_backend = str(_dist.get_backend(self.agree_group))
         self.status_device = _torch.device("cpu")
 
     def src(self, rank):
@@ -235,7 +270,7 @@ class _Group:
         rows = _torch.zeros((self.world, _ROW), dtype=_torch.uint8)
         rows[self.rank] = _torch.frombuffer(row, dtype=_torch.uint8)
         rows = rows.to(self.status_device)
-        _dist.all_reduce(rows, group=self.group)
+        _dist.all_reduce(rows, group=self.agree_group)
         rows = rows.cpu()
         failures = {}
         digests = set()
@@ -289,7 +324,7 @@ def iter_safetensors_distributed(
         shard_fn: _typing.Optional[_ShardFn] = None, names: _loading._Names = None,
         threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
         staging_bytes: int = 64 << 20, chunk_bytes: int = 4 << 20,
-        io: str = "auto", round_bytes: int = 0
+        io: str = "auto", round_bytes: int = 0, cpu_group: _ProcessGroup = None
 ) -> _typing.Iterator[tuple[str, _torch.Tensor]]:
     """(name, tensor) of a safetensors checkpoint on every rank of group
     (None: the world), in file order, each rank reading only its share of
@@ -303,15 +338,21 @@ def iter_safetensors_distributed(
     group reads between two agreed points, which bounds each rank's scratch
     (0: max(8, 2 x world_size) x staging_bytes).  A rank's failure (a file
     it cannot open or read, a bad shard_fn result) is raised on it, and a
-    DistributedLoadError on every other rank, at the next agreed point."""
-    comm = _Group(group)
+    DistributedLoadError on every other rank, at the next agreed point.
+    cpu_group: a group of the same ranks in the same order whose
+    collectives run on the CPU (gloo; vLLM's GroupCoordinator.cpu_group),
+    for the agreed points; None: the world's own gloo twin where group is
+    the world under NCCL (made at the first such load), else group
+    itself, whose NCCL agreed points each wait for the GPU."""
+    comm = _Group(group, cpu_group)
     device = _default_device(device, comm.backend)
-    if comm.backend == "nccl":
+    if comm.agree_backend == "nccl":
         comm.status_device = device
     staging_bytes = max(2 << 20, staging_bytes)
     piece_bytes = max(64 << 10, staging_bytes // 4)
-    # Each agreed point waits for the round's reads on every rank and for
-    # the GPU: rounds of several rings keep those waits few.
+    # Each agreed point waits for the round's reads on every rank (and,
+    # agreeing through NCCL, for the GPU): rounds of several rings keep
+    # those waits few.
     round_bytes = round_bytes or max(8, 2 * comm.world) * staging_bytes
     outputs = {}
     scratch = {}
@@ -403,11 +444,12 @@ def load_safetensors_distributed(
         shard_fn: _typing.Optional[_ShardFn] = None, names: _loading._Names = None,
         threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
         staging_bytes: int = 64 << 20, chunk_bytes: int = 4 << 20,
-        io: str = "auto", round_bytes: int = 0) -> dict[str, _torch.Tensor]:
+        io: str = "auto", round_bytes: int = 0,
+        cpu_group: _ProcessGroup = None) -> dict[str, _torch.Tensor]:
     """iter_safetensors_distributed as a dict name -> tensor: on every
     rank what load_safetensors returns (replicated), or each rank's slices
     where shard_fn says."""
     return dict(iter_safetensors_distributed(
         path, device, dtype, group=group, shard_fn=shard_fn, names=names, threads=threads,
         context=context, staging_bytes=staging_bytes, chunk_bytes=chunk_bytes, io=io,
-        round_bytes=round_bytes))
+        round_bytes=round_bytes, cpu_group=cpu_group))

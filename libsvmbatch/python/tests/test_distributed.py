@@ -5,7 +5,8 @@ sliced loads equal a single-process load byte for byte, from a sharded
 checkpoint and from one file, with names; a rank that fails (a file it
 cannot open, a read that fails halfway, a different plan) makes every
 rank raise, nobody hangs, nothing stays registered, and the group still
-loads afterwards."""
+loads afterwards; the agreed points run on a CPU group of the caller's
+(cpu_group), a subgroup loads alone."""
 
 import datetime
 import errno
@@ -109,6 +110,52 @@ def check_loads(d, rank, world, device, sbt):
     same_bytes(got, want, "dtype")
 
 
+def agreeing_groups(load):
+    """The groups load()'s status rows went through."""
+    real = dist.all_reduce
+    seen = []
+
+    def spy(tensor, *args, **kwargs):
+        if tensor.dtype == torch.uint8:  # a status row (byte counts are int64)
+            seen.append(kwargs.get("group"))
+        return real(tensor, *args, **kwargs)
+
+    dist.all_reduce = spy
+    try:
+        load()
+    finally:
+        dist.all_reduce = real
+    return seen
+
+
+def check_groups(d, rank, world, device, sbt):
+    """The agreed points run on the caller's cpu_group; one of other ranks
+    is refused on every rank before anything is opened; a subgroup loads
+    alone."""
+    ckpt = os.path.join(d, "ckpt")
+    want = sbt.load_safetensors(ckpt)
+    twin = dist.new_group(backend="gloo")
+    got = {}
+    seen = agreeing_groups(lambda: got.update(
+        sbt.load_safetensors_distributed(ckpt, device, cpu_group=twin, **RING)))
+    same_bytes(got, want, "cpu_group")
+    assert len(seen) >= 3 and all(g is twin for g in seen), seen  # open + 2 rounds or more
+    # Every rank makes every group; the last rank is outside this one.
+    fewer = dist.new_group(ranks=list(range(world - 1)))
+    with pytest.raises(ValueError, match="same ranks"):
+        sbt.load_safetensors_distributed(ckpt, device, cpu_group=fewer, **RING)
+    if rank < world - 1:
+        got = sbt.load_safetensors_distributed(ckpt, device, group=fewer, **RING)
+        same_bytes(got, want, "subgroup")
+        got = sbt.load_safetensors_distributed(ckpt, device, group=fewer,
+                                               shard_fn=split_rows_and_columns, **RING)
+        same_bytes(got, {k: sliced(t, split_rows_and_columns(k, tuple(t.shape), rank,
+                                                              world - 1)).contiguous()
+                         for k, t in want.items()}, "subgroup sliced")
+    dist.barrier()
+    return []
+
+
 def check_failures(d, rank, world, device, sbt):
     import svmbatch.loading as loading
 
@@ -170,21 +217,23 @@ def check_failures(d, rank, world, device, sbt):
     return outcomes
 
 
-def fds_but_sockets():
+def fds_but_gloos():
     out = set()
     for fd in os.listdir("/proc/self/fd"):
         try:
             link = os.readlink(f"/proc/self/fd/{fd}")
         except OSError:  # the listing's own fd, closed by now
             continue
-        if not link.startswith("socket:"):
+        # gloo's: its groups' sockets and each group's epoll fd (the
+        # loaders' own fds are files and io_uring rings).
+        if not link.startswith("socket:") and link != "anon_inode:[eventpoll]":
             out.add((fd, link))
     return out
 
 
 def rank_baseline():
-    """conftest's Baseline, blind to sockets: gloo opens and closes its own
-    as its ranks connect, and the loaders open none."""
+    """conftest's Baseline, blind to gloo's fds: it opens sockets as its
+    ranks connect and an epoll fd per group, and the loaders open none."""
     from conftest import Baseline, module_gauges, release_staging
     import gc
     import svmbatch
@@ -192,13 +241,13 @@ def rank_baseline():
     class RankBaseline(Baseline):
         def __init__(self):
             super().__init__()
-            self.fds = fds_but_sockets()
+            self.fds = fds_but_gloos()
 
         def check(self):
             release_staging()
             gc.collect()
             assert svmbatch.process_pinned_bytes() == self.vmpin
-            assert fds_but_sockets() == self.fds, fds_but_sockets() ^ self.fds
+            assert fds_but_gloos() == self.fds, fds_but_gloos() ^ self.fds
             assert module_gauges() == self.stats
     return RankBaseline()
 
@@ -218,12 +267,14 @@ def rank_main(rank, world, d, backend, what):
                                 world_size=world, timeout=GROUP_TIMEOUT)
         try:
             # NCCL makes its communicator (and its pipes) at the first
-            # collective: one before the baseline, after which the loads
+            # collective, and the first load under NCCL the world's gloo
+            # twin: one of each before the baseline, after which the loads
             # must leave no pin, fd or staging ring behind.
             dist.all_reduce(torch.zeros(1, device=device))
+            sbt.load_safetensors_distributed(os.path.join(d, "one.safetensors"), device)
             baseline = rank_baseline()
-            result["outcomes"] = (check_loads if what == "loads" else check_failures)(
-                d, rank, world, device, sbt)
+            checks = {"loads": check_loads, "failures": check_failures, "groups": check_groups}
+            result["outcomes"] = checks[what](d, rank, world, device, sbt)
             baseline.check()
         finally:
             dist.destroy_process_group()
@@ -294,6 +345,11 @@ def test_a_failing_rank_makes_every_rank_raise(tmp_path, world, backend):
                 # The others name the failed rank and what it said.
                 assert f"rank {victim}" in said[case] and "(the test's)" in said[case]
         assert "planned different loads" in said["plan"]
+
+
+@pytest.mark.parametrize("world,backend", WORLDS)
+def test_agreed_points_run_on_the_callers_cpu_group(tmp_path, world, backend):
+    run_ranks(tmp_path, world, "groups", backend)
 
 
 @gloo
