@@ -11,7 +11,10 @@ first load), loaded --reps times by each loader, replicated (every rank
 every tensor) and sliced --world ways (the attention and MLP matrices by
 rows or columns as tensor parallelism splits them, the rest whole):
 
-- svmbatch: load_safetensors_distributed(group=WORLD[, shard_fn]);
+- svmbatch: load_safetensors_distributed(group=WORLD[, shard_fn]), its
+  agreed points on the world's gloo twin; svmbatch_nccl_agree: on the
+  NCCL group itself (cpu_group=WORLD), each waiting for the GPU;
+  svmbatch_round<N>M (--round-mib N,...): rounds of N MiB;
 - single: each rank load_safetensors(device=its GPU) of the whole
   checkpoint (sliced: then its slices, made contiguous, the rest freed);
 - instanttensor: safe_open(files, device=rank, process_group=WORLD,
@@ -74,9 +77,21 @@ def part(name, t, sliced, rank, world):
     return t.clone() if s is None else t.narrow(*s).clone()
 
 
-def load_svmbatch(files, sliced, rank, world, device):
+def load_svmbatch(files, sliced, rank, world, device, **kw):
     import svmbatch.torch as sbt
-    return sbt.load_safetensors_distributed(files, device, shard_fn=shard_fn if sliced else None)
+    return sbt.load_safetensors_distributed(files, device, shard_fn=shard_fn if sliced else None,
+                                            **kw)
+
+
+def load_svmbatch_nccl_agree(files, sliced, rank, world, device):
+    """Agreed points through the NCCL group itself, each waiting for the
+    GPU (what the loader did before it agreed through a gloo group)."""
+    return load_svmbatch(files, sliced, rank, world, device, cpu_group=dist.group.WORLD)
+
+
+def svmbatch_rounds(mib):
+    """The loader with rounds of mib MiB."""
+    return lambda *a: load_svmbatch(*a, round_bytes=mib << 20)
 
 
 def load_single(files, sliced, rank, world, device):
@@ -150,7 +165,8 @@ def load_instanttensor_buffered(files, sliced, rank, world, device):
     return load_instanttensor(files, sliced, rank, world, device, buffered=True)
 
 
-LOADERS = {"svmbatch": load_svmbatch, "single": load_single,
+LOADERS = {"svmbatch": load_svmbatch, "svmbatch_nccl_agree": load_svmbatch_nccl_agree,
+           "single": load_single,
            "instanttensor": load_instanttensor,
            "instanttensor_buffered": load_instanttensor_buffered,
            "fastsafetensors": load_fastsafetensors,
@@ -192,9 +208,16 @@ def main():
     ap.add_argument("--shards", type=int, default=4)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--loaders", default=",".join(LOADERS))
+    ap.add_argument("--round-mib", default="",
+                    help="also svmbatch with rounds of these MiB (comma-separated): "
+                         "loaders svmbatch_round<N>M")
     ap.add_argument("--commit", default="unknown", help="the commit measured")
     ap.add_argument("--out", default=None, help="also write the JSON here (rank 0)")
     args = ap.parse_args()
+    names = args.loaders.split(",")
+    for mib in filter(None, args.round_mib.split(",")):
+        LOADERS[f"svmbatch_round{int(mib)}M"] = svmbatch_rounds(int(mib))
+        names.append(f"svmbatch_round{int(mib)}M")
 
     rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(rank)
@@ -217,7 +240,7 @@ def main():
         _, ref = timed(load_single, files, sliced, rank, world, device)
         ref = {k: digest(v, weights) for k, v in ref.items()}
         torch.cuda.empty_cache()
-        for name in args.loaders.split(","):
+        for name in names:
             cell = {"times_s": []}
             try:
                 for _ in range(args.reps):
@@ -251,7 +274,7 @@ def main():
         import svmbatch
         import svmbatch.torch as sbt
         doc = json.dumps({
-            "bench": "distributed_bench", "commit": args.commit,
+            "benchmark": "distributed", "commit": args.commit,
             "date": datetime.date.today().isoformat(),
             "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
             "mode": svmbatch.mode_name(sbt.default_context().mode),
