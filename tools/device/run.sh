@@ -20,7 +20,9 @@
 # benchmark.
 # SVMBATCH_DEVICE_STEPS picks groups (comma-separated; default all): cuda
 # (ABI check, tests, example, benchmark), pipeline, gpuio (GPU-driven I/O:
-# the 4 GiB read and write tests and the benchmark), torch (the Python package, its tests,
+# the 4 GiB read and write tests and the benchmark; SVMBATCH_GPUIO_EXTRA:
+# further benchmark runs, each a set of its arguments, ';' between sets,
+# written to gpu-io-bench-<N>.json), torch (the Python package, its tests,
 # the C++ torch tests, the benchmark), torchbench (the Python package and
 # the benchmark alone), loaders (the Python package, the peer loaders and
 # bench/loaders_bench.py; SVMBATCH_LOADERS_ARGS passes it arguments), pool
@@ -194,6 +196,16 @@ if want gpuio; then
 		--small-gib 1 --reps 5 --machine "$machine" --commit "$commit" \
 		>"$OUT/gpu-io-bench.json" 2>"$OUT/gpu-io-bench.log"
 	cat "$OUT/gpu-io-bench.log" "$OUT/gpu-io-bench.json"
+	IFS=';' read -ra gpuio_extra <<<"${SVMBATCH_GPUIO_EXTRA:-}"
+	for n in "${!gpuio_extra[@]}"; do
+		read -ra extra_args <<<"${gpuio_extra[$n]}"
+		step "gpu-io-bench-$((n + 1))" timeout 420 "$work/build/examples/gpu_io_bench" \
+			--dir /dev/shm --gib 4 --small-gib 1 --reps 5 --machine "$machine" \
+			--commit "$commit" "${extra_args[@]}" >"$OUT/gpu-io-bench-$((n + 1)).json" \
+			2>"$OUT/gpu-io-bench-$((n + 1)).log"
+		python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("summary"))' \
+			"$OUT/gpu-io-bench-$((n + 1)).json"
+	done
 fi
 # The Python package as pip users install it: the sdist of
 # prepare-deps.sh installed into the venv with pip (offline: the build
