@@ -20,45 +20,22 @@
 #include <svmbatch/all.hpp>
 
 #include "expect_error.hpp"
+#include "io_loop_fixture.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {
 namespace {
 
 using test::expect_error;
+using test::file_bytes;
 using test::pattern_byte;
 
-constexpr std::size_t file_bytes = 4 << 20;
-
 /// Caller buffers with guard bytes around each, registered together.
-struct Guarded {
-	static constexpr std::size_t guard = 64;
-	static constexpr char guard_byte = '\x5a';
-
+struct Guarded : test::LoopBuffers {
 	Guarded(Context &ctx, const std::vector<std::size_t> &sizes,
 		const std::vector<Access> &access = {})
-	{
-		for (std::size_t i = 0; i < sizes.size(); i++) {
-			mem.emplace_back(sizes[i] + 2 * guard, guard_byte);
-			Access a = i < access.size() ? access[i] : Access::ReadWrite;
-			list.push_back({mem.back().data() + guard, sizes[i], a});
-		}
-		reg.emplace(ctx.register_buffers(list));
-	}
-	char *data(std::size_t i) const { return static_cast<char *>(list[i].ptr); }
-	/// Guards intact, and the buffer's bytes where nothing was read.
-	bool guards_intact(std::size_t i) const
-	{
-		const auto &m = mem[i];
-		for (std::size_t k = 0; k < guard; k++)
-			if (m[k] != guard_byte || m[m.size() - 1 - k] != guard_byte)
-				return false;
-		return true;
-	}
-
-	std::vector<std::vector<char>> mem;
-	std::vector<Buffer> list;
-	std::optional<Registration> reg;
+		: LoopBuffers(ctx, sizes, access, 64)
+	{}
 };
 
 /// Bytes of buffer at [at, at + n) equal the file's at off.
@@ -72,17 +49,11 @@ bool holds_file(const char *p, std::uint64_t off, std::size_t n)
 
 IoLoopOptions small_ring(unsigned slots = 32)
 {
-	IoLoopOptions o;
-	o.slots = slots;
-	o.io.threads = 2;
-	o.max_batch = 16;
-	return o;
+	return test::loop_options(slots, 2);
 }
 
-class IoLoopTest : public ::testing::Test {
+class IoLoopTest : public test::IoLoopFixture {
 protected:
-	void SetUp() override { ctx_.emplace(test::make_context()); }
-	std::optional<Context> ctx_;
 	test::ScratchFile file_{file_bytes};
 };
 
@@ -169,12 +140,7 @@ TEST_F(IoLoopTest, ManyProducersThroughFewerSlotsThanRequests)
 		for (const Out &o : pending)
 			finish(o);
 	};
-	std::vector<std::thread> threads;
-	threads.reserve(producers);
-	for (int p = 0; p < producers; p++)
-		threads.emplace_back(produce, p);
-	for (auto &t : threads)
-		t.join();
+	test::on_threads(producers, produce);
 
 	EXPECT_EQ(bad.load(), 0);
 	IoLoopStats s = loop.stats();
@@ -308,47 +274,21 @@ TEST_F(IoLoopTest, StopWithRequestsInFlightCompletesEveryOne)
 		IoLoop loop(*ctx_, *b.reg, small_ring(64));
 		IoLoopClient client(loop.host_queue());
 		std::uint32_t f = loop.add_file(file_.fd());
-		std::atomic<std::uint64_t> published{0}, read_ok{0}, cancelled{0}, other{0};
-		std::atomic<bool> go{false};
 
-		auto produce = [&](int p) {
-			while (!go.load())
-				std::this_thread::yield();
-			for (std::uint64_t i = 0;; i++) {
-				std::int64_t t =
-					client.read(f, (i * 4096) % (file_bytes - (256 << 10)),
-						    256 << 10, static_cast<std::uint32_t>(p), 0);
-				if (t < 0)
-					return;
-				published++;
-				IoCompletion c = client.wait(t);
-				if (c.status == 0 && c.bytes == (256u << 10))
-					read_ok++;
-				else if (c.status == -ECANCELED)
-					cancelled++;
-				else
-					other++;
-			}
-		};
-		std::vector<std::thread> threads;
-		threads.reserve(producers);
-		for (int p = 0; p < producers; p++)
-			threads.emplace_back(produce, p);
-		go = true;
-		while (loop.stats().completed < 200)
-			std::this_thread::yield();
-		loop.stop(std::chrono::milliseconds(2000));
-		for (auto &t : threads)
-			t.join();
+		const test::StopRace race = test::stop_while_producing(
+			loop, client, producers, 200, 256 << 10, [&](int p, std::uint64_t i) {
+				return client.read(f, (i * 4096) % (file_bytes - (256 << 10)),
+						   256 << 10, static_cast<std::uint32_t>(p), 0);
+			});
 
 		EXPECT_TRUE(loop.stopped()) << "attempt " << attempts;
-		EXPECT_EQ(other.load(), 0u) << "attempt " << attempts;
-		EXPECT_EQ(read_ok + cancelled, published.load()) << "attempt " << attempts;
+		EXPECT_EQ(race.other, 0u) << "attempt " << attempts;
+		EXPECT_EQ(race.whole + race.cancelled, race.published) << "attempt " << attempts;
 		IoLoopStats s = loop.stats();
-		EXPECT_EQ(s.completed, published.load()) << "attempt " << attempts;
+		EXPECT_EQ(s.completed, race.published) << "attempt " << attempts;
 		EXPECT_EQ(s.undelivered, 0u) << "attempt " << attempts;
 		EXPECT_EQ(client.read(f, 0, 1, 0, 0), -1) << "a closed loop takes nothing";
-		cancelled_total += cancelled.load();
+		cancelled_total += race.cancelled;
 	}
 	EXPECT_GT(cancelled_total, 0u)
 		<< "in " << attempts << " runs stop() never caught a request before its read "

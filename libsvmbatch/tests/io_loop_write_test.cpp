@@ -20,37 +20,28 @@
 
 #include <svmbatch/all.hpp>
 
+#include "io_loop_fixture.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {
 namespace {
 
+using test::file_bytes;
 using test::pattern_byte;
 
-constexpr std::size_t file_bytes = 4 << 20;
 constexpr char blank = '\x00';
 
 /// Buffers filled with pattern bytes (buffer i's byte k is
 /// pattern_byte(i * 2^32 + k)), registered together.
-struct Sources {
+struct Sources : test::LoopBuffers {
 	Sources(Context &ctx, const std::vector<std::size_t> &sizes,
 		const std::vector<Access> &access = {})
-	{
-		for (std::size_t i = 0; i < sizes.size(); i++) {
-			mem.emplace_back(sizes[i]);
-			for (std::size_t k = 0; k < sizes[i]; k++)
-				mem.back()[k] = static_cast<char>(pattern_byte(origin(i) + k));
-			Access a = i < access.size() ? access[i] : Access::ReadWrite;
-			list.push_back({mem.back().data(), sizes[i], a});
-		}
-		reg.emplace(ctx.register_buffers(list));
-	}
+		: LoopBuffers(ctx, sizes, access, 0, [](std::size_t i, char *p, std::size_t n) {
+			  for (std::size_t k = 0; k < n; k++)
+				  p[k] = static_cast<char>(pattern_byte(origin(i) + k));
+		  })
+	{}
 	static std::uint64_t origin(std::size_t i) { return std::uint64_t{i} << 32; }
-	char *data(std::size_t i) const { return static_cast<char *>(list[i].ptr); }
-
-	std::vector<std::vector<char>> mem;
-	std::vector<Buffer> list;
-	std::optional<Registration> reg;
 };
 
 /// A file of file_bytes zero bytes, removed on destruction.
@@ -91,19 +82,12 @@ private:
 
 IoLoopOptions options(unsigned slots = 32, std::size_t max_io_bytes = std::size_t{1} << 20)
 {
-	IoLoopOptions o;
-	o.slots = slots;
-	o.io.threads = 3;
+	IoLoopOptions o = test::loop_options(slots, 3);
 	o.io.max_io_bytes = max_io_bytes;
-	o.max_batch = 16;
 	return o;
 }
 
-class IoLoopWriteTest : public ::testing::Test {
-protected:
-	void SetUp() override { ctx_.emplace(test::make_context()); }
-	std::optional<Context> ctx_;
-};
+class IoLoopWriteTest : public test::IoLoopFixture {};
 
 /* One write: exactly its range of the buffer lands at its offset of the
  * file; the bytes around it stay zero; every piece (4 KiB pieces, on the
@@ -198,12 +182,7 @@ TEST_F(IoLoopWriteTest, ManyProducersWriteAndReadBackInPieces)
 		for (const Out &o : pending)
 			finish(o);
 	};
-	std::vector<std::thread> threads;
-	threads.reserve(producers);
-	for (int p = 0; p < producers; p++)
-		threads.emplace_back(produce, p);
-	for (auto &t : threads)
-		t.join();
+	test::on_threads(producers, produce);
 	ASSERT_EQ(bad.load(), 0);
 
 	std::vector<char> want(file_bytes, blank);
@@ -364,47 +343,22 @@ TEST_F(IoLoopWriteTest, StopWithWritesInFlightCompletesEveryOne)
 		IoLoop loop(*ctx_, *s.reg, options(64, 64 << 10));
 		IoLoopClient client(loop.host_queue());
 		std::uint32_t f = loop.add_file(file.fd());
-		std::atomic<std::uint64_t> published{0}, ok{0}, cancelled{0}, other{0};
-		std::atomic<bool> go{false};
 
-		auto produce = [&](int p) {
-			while (!go.load())
-				std::this_thread::yield();
-			for (std::uint64_t i = 0;; i++) {
+		const test::StopRace race = test::stop_while_producing(
+			loop, client, producers, 100, 256 << 10, [&](int p, std::uint64_t i) {
 				const std::uint64_t off = (static_cast<std::uint64_t>(p) << 20) +
 							  (i * 4096) % (768 << 10);
-				std::int64_t t = client.write(f, off, 256 << 10,
-							      static_cast<std::uint32_t>(p), 0);
-				if (t < 0)
-					return;
-				published++;
-				IoCompletion c = client.wait(t);
-				if (c.status == 0 && c.bytes == (256u << 10))
-					ok++;
-				else if (c.status == -ECANCELED)
-					cancelled++;
-				else
-					other++;
-			}
-		};
-		std::vector<std::thread> threads;
-		threads.reserve(producers);
-		for (int p = 0; p < producers; p++)
-			threads.emplace_back(produce, p);
-		go = true;
-		while (loop.stats().completed < 100)
-			std::this_thread::yield();
-		loop.stop(std::chrono::milliseconds(2000));
-		for (auto &t : threads)
-			t.join();
+				return client.write(f, off, 256 << 10,
+						    static_cast<std::uint32_t>(p), 0);
+			});
 
-		EXPECT_EQ(other.load(), 0u) << "attempt " << attempts;
-		EXPECT_EQ(ok + cancelled, published.load()) << "attempt " << attempts;
+		EXPECT_EQ(race.other, 0u) << "attempt " << attempts;
+		EXPECT_EQ(race.whole + race.cancelled, race.published) << "attempt " << attempts;
 		IoLoopStats st = loop.stats();
-		EXPECT_EQ(st.completed, published.load()) << "attempt " << attempts;
+		EXPECT_EQ(st.completed, race.published) << "attempt " << attempts;
 		EXPECT_EQ(st.undelivered, 0u) << "attempt " << attempts;
 		EXPECT_EQ(client.write(f, 0, 1, 0, 0), -1) << "a closed loop takes nothing";
-		cancelled_total += cancelled.load();
+		cancelled_total += race.cancelled;
 	}
 	EXPECT_GT(cancelled_total, 0u)
 		<< "in " << attempts << " runs stop() never caught a write before it ended";
