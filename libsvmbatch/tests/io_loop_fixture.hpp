@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: MIT
 // What the IoLoop tests with CPU producers share (io_loop_test.cpp,
-// io_loop_write_test.cpp): the fixture, the registered buffers, the
-// loop's options, and the producers that race stop().
+// io_loop_write_test.cpp; io_ring_steps_test.cpp's warps take
+// on_threads()): the fixture, the registered buffers, the loop's options,
+// the producer threads, and the producers that race stop().
 #pragma once
 
 #include <gtest/gtest.h>
@@ -73,12 +74,13 @@ inline IoLoopOptions loop_options(unsigned slots, unsigned threads)
 	return o;
 }
 
-/// fn(i) on n threads at once; returns once every one ended.
-template <typename Fn> void on_threads(int n, const Fn &fn)
+/// fn(i) on n threads at once, i of n's type; returns once every one
+/// ended.
+template <typename N, typename Fn> void on_threads(N n, const Fn &fn)
 {
 	std::vector<std::thread> threads;
 	threads.reserve(static_cast<std::size_t>(n));
-	for (int i = 0; i < n; i++)
+	for (N i = 0; i < n; i++)
 		threads.emplace_back(fn, i);
 	for (auto &t : threads)
 		t.join();

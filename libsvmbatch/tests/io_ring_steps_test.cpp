@@ -23,6 +23,7 @@
 
 #include <svmbatch/all.hpp>
 
+#include "io_loop_fixture.hpp"
 #include "test_util.hpp"
 
 namespace svmbatch {
@@ -174,17 +175,9 @@ TEST(IoRingSteps, WarpsOfCpuLanesWriteAndReadThroughFewerSlots)
 					bad++;
 			}
 		};
-		std::vector<std::thread> ls;
-		for (unsigned l = 0; l < lanes; l++)
-			ls.emplace_back(lane, l);
-		for (auto &t : ls)
-			t.join();
+		test::on_threads(lanes, lane);
 	};
-	std::vector<std::thread> ws;
-	for (unsigned w = 0; w < warps; w++)
-		ws.emplace_back(warp, w);
-	for (auto &t : ws)
-		t.join();
+	test::on_threads(warps, warp);
 
 	EXPECT_EQ(bad.load(), 0u);
 	EXPECT_EQ(std::memcmp(dst.data(), src.data(), buf_len), 0);
@@ -410,17 +403,9 @@ TEST(IoRingSteps, DoubleBufferedWarpsHoldTwoTicketsALaneThroughFewerSlots)
 				half ^= 1;
 			}
 		};
-		std::vector<std::thread> ls;
-		for (unsigned l = 0; l < lanes; l++)
-			ls.emplace_back(lane, l);
-		for (auto &t : ls)
-			t.join();
+		test::on_threads(lanes, lane);
 	};
-	std::vector<std::thread> ws;
-	for (unsigned w = 0; w < warps; w++)
-		ws.emplace_back(warp, w);
-	for (auto &t : ws)
-		t.join();
+	test::on_threads(warps, warp);
 
 	EXPECT_EQ(bad.load(), 0u);
 	for (std::size_t i = 0; i < npieces; i++)
