@@ -386,178 +386,173 @@ Measured run_loop_write(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int
 	return m;
 }
 
-/// The host pipeline of writes: batch j (a group's worth of pieces) is
-/// copied from device memory into its group's staging buffers by one
-/// cudaMemcpyAsync, then written with WRITE_FIXED by a Writer while the
-/// next batches are copied; a group is copied into again once its write
-/// ended.
+/// What the host pipelines stage through: nbuf registered buffers of a
+/// piece each in four groups, a ring, four streams and an event per group.
+/// Batch j (a group's worth of pieces) is consecutive in the file, in its
+/// group's staging buffers (one mapping, one merged registration) and in
+/// device memory: one cudaMemcpyAsync copies them all.
+struct HostStaging {
+	static constexpr std::size_t groups = 4, streams = 4;
+
+	HostStaging(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
+		    std::uint64_t file_len, std::uint64_t size)
+		: fd(fd), size(size), nbuf(std::min<std::size_t>(8192, (256u << 20) / size)),
+		  per_group(nbuf / groups), pieces(file_len / size),
+		  nbatch((pieces + per_group - 1) / per_group), mem(nbuf * size)
+	{
+		for (std::size_t i = 0; i < nbuf; i++)
+			bufs.push_back({mem.get() + i * size, size});
+		reg.emplace(ctx.register_buffers(bufs));
+		pinned = cuda.map(*reg); // cudaMemcpyAsync from pinned memory
+		if (io_uring_queue_init(256, &ring, 0) < 0)
+			throw std::runtime_error("io_uring_queue_init");
+		for (auto &x : s)
+			check(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking),
+			      "cudaStreamCreate");
+		for (auto &e : ev)
+			check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+			      "cudaEventCreate");
+	}
+	~HostStaging()
+	{
+		for (auto &e : ev)
+			cudaEventDestroy(e);
+		for (auto &x : s)
+			cudaStreamDestroy(x);
+		io_uring_queue_exit(&ring);
+	}
+	HostStaging(const HostStaging &) = delete;
+	HostStaging &operator=(const HostStaging &) = delete;
+	HostStaging(HostStaging &&) = delete;
+	HostStaging &operator=(HostStaging &&) = delete;
+
+	/// Batch j's requests, into its group's buffers.
+	std::vector<svmbatch::IoRequest> batch(std::size_t j) const
+	{
+		std::vector<svmbatch::IoRequest> rq;
+		for (std::uint64_t c = j * per_group; c < std::min(pieces, (j + 1) * per_group);
+		     c++)
+			rq.push_back(
+				{fd, c * size, size, (j % groups) * per_group + c % per_group, 0});
+		return rq;
+	}
+	/// A rep that moved every piece in the time since t0.
+	void add_rep(Measured &m, Clock::time_point t0) const
+	{
+		double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+		m.gbps.push_back(static_cast<double>(pieces * size) / secs / 1e9);
+		m.rps.push_back(static_cast<double>(pieces) / secs);
+		m.requests = pieces;
+	}
+
+	int fd;
+	std::uint64_t size;
+	std::size_t nbuf, per_group;
+	std::uint64_t pieces;
+	std::size_t nbatch;
+	AnonMemory mem;
+	std::vector<svmbatch::Buffer> bufs;
+	std::optional<svmbatch::Registration> reg;
+	svmbatch::GpuMapping pinned;
+	io_uring ring{};
+	cudaStream_t s[streams]{};
+	cudaEvent_t ev[groups]{};
+};
+
+/// The host pipeline of writes: batch j is copied from device memory into
+/// its group's staging buffers by one cudaMemcpyAsync, then written with
+/// WRITE_FIXED by a Writer while the next batches are copied; a group is
+/// copied into again once its write ended.
 Measured run_host_write(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 			const svmbatch::device::DeviceImage &image, std::uint64_t file_len,
 			std::uint64_t size, int reps)
 {
-	constexpr std::size_t groups = 4, streams = 4;
-	const std::size_t nbuf = std::min<std::size_t>(8192, (256u << 20) / size);
-	const std::size_t per_group = nbuf / groups;
-	AnonMemory mem(nbuf * size);
-	std::vector<svmbatch::Buffer> bufs;
-	for (std::size_t i = 0; i < nbuf; i++)
-		bufs.push_back({mem.get() + i * size, size});
-	svmbatch::Registration reg = ctx.register_buffers(bufs);
-	svmbatch::GpuMapping pinned = cuda.map(reg);
-	io_uring ring{};
-	if (io_uring_queue_init(256, &ring, 0) < 0)
-		throw std::runtime_error("io_uring_queue_init");
-	cudaStream_t s[streams];
-	cudaEvent_t ev[groups];
-	for (auto &x : s)
-		check(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking), "cudaStreamCreate");
-	for (auto &e : ev)
-		check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+	HostStaging st(ctx, cuda, fd, file_len, size);
+	constexpr std::size_t groups = HostStaging::groups, streams = HostStaging::streams;
+	svmbatch::FixedBuffers fixed = register_fixed(*st.reg, st.ring);
+	svmbatch::Writer writer(st.ring, fixed);
 	Measured m;
-	{
-		svmbatch::FixedBuffers fixed = register_fixed(reg, ring);
-		svmbatch::Writer writer(ring, fixed);
-		const std::uint64_t pieces = file_len / size;
-		const std::size_t nbatch = (pieces + per_group - 1) / per_group;
-		auto batch = [&](std::size_t j) {
-			std::vector<svmbatch::IoRequest> rq;
-			for (std::uint64_t c = j * per_group;
-			     c < std::min(pieces, (j + 1) * per_group); c++)
-				rq.push_back({fd, c * size, size,
-					      (j % groups) * per_group + c % per_group, 0});
-			return rq;
+	for (int r = 0; r < reps; r++) {
+		if (::ftruncate(fd, 0) != 0)
+			throw std::system_error(errno, std::generic_category(), "ftruncate");
+		auto t0 = Clock::now();
+		std::deque<svmbatch::IoBatch> writing; // batches j - writing.size() .. j - 1
+		auto finish_one = [&] {
+			for (const svmbatch::IoResult &res : writing.front().wait())
+				m.errors += res.err != 0;
+			writing.pop_front();
 		};
-		for (int r = 0; r < reps; r++) {
-			if (::ftruncate(fd, 0) != 0)
-				throw std::system_error(errno, std::generic_category(),
-							"ftruncate");
-			auto t0 = Clock::now();
-			std::deque<svmbatch::IoBatch> writing; // batches j - writing.size() .. j - 1
-			auto finish_one = [&] {
-				for (const svmbatch::IoResult &res : writing.front().wait())
-					m.errors += res.err != 0;
-				writing.pop_front();
-			};
-			auto start_write = [&](std::size_t j) {
-				check(cudaEventSynchronize(ev[j % groups]), "cudaEventSynchronize");
-				writing.push_back(writer.start(batch(j)));
-			};
-			for (std::size_t j = 0; j < nbatch; j++) {
-				// Group j % groups was batch j - groups's: written first.
-				while (writing.size() >= groups - 1)
-					finish_one();
-				const std::vector<svmbatch::IoRequest> rq = batch(j);
-				check(cudaMemcpyAsync(bufs[rq.front().buffer].ptr,
-						      image.get() + rq.front().file_offset,
-						      rq.size() * size, cudaMemcpyDeviceToHost,
-						      s[j % streams]),
-				      "cudaMemcpyAsync");
-				check(cudaEventRecord(ev[j % groups], s[j % streams]),
-				      "cudaEventRecord");
-				if (j >= 1)
-					start_write(j - 1);
-			}
-			start_write(nbatch - 1);
-			while (!writing.empty())
+		auto start_write = [&](std::size_t j) {
+			check(cudaEventSynchronize(st.ev[j % groups]), "cudaEventSynchronize");
+			writing.push_back(writer.start(st.batch(j)));
+		};
+		for (std::size_t j = 0; j < st.nbatch; j++) {
+			// Group j % groups was batch j - groups's: written first.
+			while (writing.size() >= groups - 1)
 				finish_one();
-			double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-			m.gbps.push_back(static_cast<double>(pieces * size) / secs / 1e9);
-			m.rps.push_back(static_cast<double>(pieces) / secs);
-			m.requests = pieces;
-			std::fprintf(stderr, "  host write %7llu B: %.2f GB/s\n",
-				     static_cast<unsigned long long>(size), m.gbps.back());
+			const std::vector<svmbatch::IoRequest> rq = st.batch(j);
+			check(cudaMemcpyAsync(st.bufs[rq.front().buffer].ptr,
+					      image.get() + rq.front().file_offset,
+					      rq.size() * size, cudaMemcpyDeviceToHost,
+					      st.s[j % streams]),
+			      "cudaMemcpyAsync");
+			check(cudaEventRecord(st.ev[j % groups], st.s[j % streams]),
+			      "cudaEventRecord");
+			if (j >= 1)
+				start_write(j - 1);
 		}
+		start_write(st.nbatch - 1);
+		while (!writing.empty())
+			finish_one();
+		st.add_rep(m, t0);
+		std::fprintf(stderr, "  host write %7llu B: %.2f GB/s\n",
+			     static_cast<unsigned long long>(size), m.gbps.back());
 	}
-	for (auto &e : ev)
-		cudaEventDestroy(e);
-	for (auto &x : s)
-		cudaStreamDestroy(x);
-	io_uring_queue_exit(&ring);
 	return m;
 }
 
-/// The host pipeline: staging buffers in four groups; batch j (a group's
-/// worth of pieces) is read while the copies of the batches before it run.
-/// A batch's pieces are consecutive in the file, in its group's staging
-/// buffers (one mapping, one merged registration) and in device memory:
-/// one cudaMemcpyAsync copies them all.
+/// The host pipeline of reads: batch j is read while the copies of the
+/// batches before it run.
 Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 		  std::uint64_t file_len, std::uint64_t size, int reps)
 {
-	constexpr std::size_t groups = 4, streams = 4;
-	const std::size_t nbuf = std::min<std::size_t>(8192, (256u << 20) / size);
-	const std::size_t per_group = nbuf / groups;
-	AnonMemory mem(nbuf * size);
-	std::vector<svmbatch::Buffer> bufs;
-	for (std::size_t i = 0; i < nbuf; i++)
-		bufs.push_back({mem.get() + i * size, size});
-	svmbatch::Registration reg = ctx.register_buffers(bufs);
-	svmbatch::GpuMapping pinned = cuda.map(reg); // cudaMemcpyAsync from pinned memory
-	io_uring ring{};
-	if (io_uring_queue_init(256, &ring, 0) < 0)
-		throw std::runtime_error("io_uring_queue_init");
+	HostStaging st(ctx, cuda, fd, file_len, size);
+	constexpr std::size_t groups = HostStaging::groups, streams = HostStaging::streams;
 	DeviceBuffer dev(file_len);
-	cudaStream_t s[streams];
-	cudaEvent_t ev[groups];
-	for (auto &x : s)
-		check(cudaStreamCreateWithFlags(&x, cudaStreamNonBlocking), "cudaStreamCreate");
-	for (auto &e : ev)
-		check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "cudaEventCreate");
+	svmbatch::FixedBuffers fixed = register_fixed(*st.reg, st.ring);
+	svmbatch::Reader reader(st.ring, fixed);
 	Measured m;
-	{
-		svmbatch::FixedBuffers fixed = register_fixed(reg, ring);
-		svmbatch::Reader reader(ring, fixed);
-		const std::uint64_t pieces = file_len / size;
-		const std::size_t nbatch = (pieces + per_group - 1) / per_group;
-		auto batch = [&](std::size_t j) {
-			std::vector<svmbatch::IoRequest> rq;
-			for (std::uint64_t c = j * per_group;
-			     c < std::min(pieces, (j + 1) * per_group); c++)
-				rq.push_back({fd, c * size, size,
-					      (j % groups) * per_group + c % per_group, 0});
-			return rq;
+	for (int r = 0; r < reps; r++) {
+		auto t0 = Clock::now();
+		std::deque<svmbatch::IoBatch> reading;
+		auto start = [&](std::size_t j) {
+			if (j >= groups)
+				check(cudaEventSynchronize(st.ev[j % groups]),
+				      "cudaEventSynchronize");
+			reading.push_back(reader.start(st.batch(j)));
 		};
-		for (int r = 0; r < reps; r++) {
-			auto t0 = Clock::now();
-			std::deque<svmbatch::IoBatch> reading;
-			auto start = [&](std::size_t j) {
-				if (j >= groups)
-					check(cudaEventSynchronize(ev[j % groups]),
-					      "cudaEventSynchronize");
-				reading.push_back(reader.start(batch(j)));
-			};
-			for (std::size_t j = 0; j < std::min<std::size_t>(nbatch, 2); j++)
-				start(j);
-			for (std::size_t j = 0; j < nbatch; j++) {
-				for (const svmbatch::IoResult &res : reading.front().wait())
-					m.errors += res.err != 0;
-				reading.pop_front();
-				if (j + 2 < nbatch)
-					start(j + 2);
-				const std::vector<svmbatch::IoRequest> rq = batch(j);
-				check(cudaMemcpyAsync(dev.get() + rq.front().file_offset,
-						      bufs[rq.front().buffer].ptr, rq.size() * size,
-						      cudaMemcpyHostToDevice, s[j % streams]),
-				      "cudaMemcpyAsync");
-				check(cudaEventRecord(ev[j % groups], s[j % streams]),
-				      "cudaEventRecord");
-			}
-			for (auto &x : s)
-				check(cudaStreamSynchronize(x), "cudaStreamSynchronize");
-			double secs = std::chrono::duration<double>(Clock::now() - t0).count();
-			m.gbps.push_back(static_cast<double>(pieces * size) / secs / 1e9);
-			m.rps.push_back(static_cast<double>(pieces) / secs);
-			m.requests = pieces;
-			std::fprintf(stderr, "  host %7llu B: %.2f GB/s, %.0f requests/s\n",
-				     static_cast<unsigned long long>(size), m.gbps.back(),
-				     m.rps.back());
+		for (std::size_t j = 0; j < std::min<std::size_t>(st.nbatch, 2); j++)
+			start(j);
+		for (std::size_t j = 0; j < st.nbatch; j++) {
+			for (const svmbatch::IoResult &res : reading.front().wait())
+				m.errors += res.err != 0;
+			reading.pop_front();
+			if (j + 2 < st.nbatch)
+				start(j + 2);
+			const std::vector<svmbatch::IoRequest> rq = st.batch(j);
+			check(cudaMemcpyAsync(dev.get() + rq.front().file_offset,
+					      st.bufs[rq.front().buffer].ptr, rq.size() * size,
+					      cudaMemcpyHostToDevice, st.s[j % streams]),
+			      "cudaMemcpyAsync");
+			check(cudaEventRecord(st.ev[j % groups], st.s[j % streams]),
+			      "cudaEventRecord");
 		}
+		for (auto &x : st.s)
+			check(cudaStreamSynchronize(x), "cudaStreamSynchronize");
+		st.add_rep(m, t0);
+		std::fprintf(stderr, "  host %7llu B: %.2f GB/s, %.0f requests/s\n",
+			     static_cast<unsigned long long>(size), m.gbps.back(), m.rps.back());
 	}
-	for (auto &e : ev)
-		cudaEventDestroy(e);
-	for (auto &x : s)
-		cudaStreamDestroy(x);
-	io_uring_queue_exit(&ring);
 	return m;
 }
 
