@@ -128,20 +128,30 @@ def agreeing_groups(load):
     return seen
 
 
-def check_groups(d, rank, world, device, sbt):
+def make_groups(rank, world, device):
+    """check_groups' groups: a gloo twin of the world, and one of every
+    rank but the last, its NCCL communicator (and pipes) made by a first
+    collective, so that the baseline holds them."""
+    twin = dist.new_group(backend="gloo")
+    fewer = dist.new_group(ranks=list(range(world - 1)))
+    if rank < world - 1:
+        dist.all_reduce(torch.zeros(1, device=device), group=fewer)
+    return twin, fewer
+
+
+def check_groups(d, rank, world, device, sbt, groups):
     """The agreed points run on the caller's cpu_group; one of other ranks
     is refused on every rank before anything is opened; a subgroup loads
     alone."""
     ckpt = os.path.join(d, "ckpt")
     want = sbt.load_safetensors(ckpt)
-    twin = dist.new_group(backend="gloo")
+    twin, fewer = groups
     got = {}
     seen = agreeing_groups(lambda: got.update(
         sbt.load_safetensors_distributed(ckpt, device, cpu_group=twin, **RING)))
     same_bytes(got, want, "cpu_group")
     assert len(seen) >= 3 and all(g is twin for g in seen), seen  # open + 2 rounds or more
-    # Every rank makes every group; the last rank is outside this one.
-    fewer = dist.new_group(ranks=list(range(world - 1)))
+    # The last rank is outside fewer.
     with pytest.raises(ValueError, match="same ranks"):
         sbt.load_safetensors_distributed(ckpt, device, cpu_group=fewer, **RING)
     if rank < world - 1:
@@ -272,9 +282,14 @@ def rank_main(rank, world, d, backend, what):
             # must leave no pin, fd or staging ring behind.
             dist.all_reduce(torch.zeros(1, device=device))
             sbt.load_safetensors_distributed(os.path.join(d, "one.safetensors"), device)
+            if what == "groups":
+                groups = make_groups(rank, world, device)
             baseline = rank_baseline()
-            checks = {"loads": check_loads, "failures": check_failures, "groups": check_groups}
-            result["outcomes"] = checks[what](d, rank, world, device, sbt)
+            if what == "groups":
+                result["outcomes"] = check_groups(d, rank, world, device, sbt, groups)
+            else:
+                check = check_loads if what == "loads" else check_failures
+                result["outcomes"] = check(d, rank, world, device, sbt)
             baseline.check()
         finally:
             dist.destroy_process_group()
