@@ -15,6 +15,7 @@ rows or columns as tensor parallelism splits them, the rest whole):
   agreed points on the world's gloo twin; svmbatch_nccl_agree: on the
   NCCL group itself (cpu_group=WORLD), each waiting for the GPU;
   svmbatch_round<N>M (--round-mib N,...): rounds of N MiB;
+  svmbatch_threads<N> (--threads N,...): N I/O threads a rank;
 - single: each rank load_safetensors(device=its GPU) of the whole
   checkpoint (sliced: then its slices, made contiguous, the rest freed);
 - instanttensor: safe_open(files, device=rank, process_group=WORLD,
@@ -92,6 +93,11 @@ def load_svmbatch_nccl_agree(files, sliced, rank, world, device):
 def svmbatch_rounds(mib):
     """The loader with rounds of mib MiB."""
     return lambda *a: load_svmbatch(*a, round_bytes=mib << 20)
+
+
+def svmbatch_threads(n):
+    """The loader with n I/O threads a rank."""
+    return lambda *a: load_svmbatch(*a, threads=n)
 
 
 def load_single(files, sliced, rank, world, device):
@@ -211,6 +217,9 @@ def main():
     ap.add_argument("--round-mib", default="",
                     help="also svmbatch with rounds of these MiB (comma-separated): "
                          "loaders svmbatch_round<N>M")
+    ap.add_argument("--threads", default="",
+                    help="also svmbatch with these I/O threads a rank (comma-separated): "
+                         "loaders svmbatch_threads<N>")
     ap.add_argument("--commit", default="unknown", help="the commit measured")
     ap.add_argument("--out", default=None, help="also write the JSON here (rank 0)")
     args = ap.parse_args()
@@ -218,6 +227,9 @@ def main():
     for mib in filter(None, args.round_mib.split(",")):
         LOADERS[f"svmbatch_round{int(mib)}M"] = svmbatch_rounds(int(mib))
         names.append(f"svmbatch_round{int(mib)}M")
+    for n in filter(None, args.threads.split(",")):
+        LOADERS[f"svmbatch_threads{int(n)}"] = svmbatch_threads(int(n))
+        names.append(f"svmbatch_threads{int(n)}")
 
     rank = int(os.environ["LOCAL_RANK"])
     torch.cuda.set_device(rank)
