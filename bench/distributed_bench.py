@@ -207,6 +207,32 @@ def topology():
         return f"nvidia-smi: {e}"
 
 
+def profile(files, rank, world, device):
+    """Where a replicated svmbatch load spends each rank's main thread."""
+    import cProfile
+    import io
+    import pstats
+    prof = cProfile.Profile()
+    dist.barrier()
+    t0 = time.perf_counter()
+    prof.enable()
+    out = load_svmbatch(files, False, rank, world, device)
+    torch.cuda.synchronize()
+    prof.disable()
+    dt = time.perf_counter() - t0
+    del out
+    torch.cuda.empty_cache()
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.sort_stats("tottime").print_stats(25)
+    stats.sort_stats("cumulative").print_stats(25)
+    for r in range(world):
+        dist.barrier()
+        if r == rank:
+            print(f"--- rank {rank}: profiled load {dt:.3f} s\n{text.getvalue()}", file=sys.stderr,
+                  flush=True)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default="/var/tmp/svmbatch-dist-ckpt")
@@ -220,6 +246,9 @@ def main():
     ap.add_argument("--threads", default="",
                     help="also svmbatch with these I/O threads a rank (comma-separated): "
                          "loaders svmbatch_threads<N>")
+    ap.add_argument("--profile", action="store_true",
+                    help="then one replicated svmbatch load under cProfile on every rank, "
+                         "its top functions printed to stderr (not timed)")
     ap.add_argument("--commit", default="unknown", help="the commit measured")
     ap.add_argument("--out", default=None, help="also write the JSON here (rank 0)")
     args = ap.parse_args()
@@ -268,6 +297,8 @@ def main():
             if cell["times_s"]:
                 cell["median_s"] = statistics.median(cell["times_s"])
             results.setdefault(case, {})[name] = cell
+    if args.profile:
+        profile(files, rank, world, device)
     summary = {}
     for case, cells in results.items():
         med = {k: c["median_s"] for k, c in cells.items() if "median_s" in c and c.get("exact")}
