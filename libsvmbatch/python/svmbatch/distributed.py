@@ -13,7 +13,8 @@ each piece read by one rank (the one with the fewest bytes so far), and
 rounds of about round_bytes (by default max(8, 2 x world_size) rings).  In each round every rank
 reads its pieces, then all agree (one all_reduce of a status row per
 rank: a failure and its message, and a digest of the plan), then each
-piece is broadcast from its reader.  A rank that failed has its error
+piece is broadcast from its reader (asynchronously: a round's tensors are
+handed out after the next round's reads).  A rank that failed has its error
 raised, the others a DistributedLoadError naming it: nobody waits for a
 rank that will not send.  The agreed points run on a CPU (gloo) group of
 the same ranks, so that no rank waits for its GPU before it reads on."""
@@ -409,6 +410,23 @@ def iter_safetensors_distributed(
             failure = e
         comm.agree(failure, digest, "opening the checkpoint")
         handed = 0
+        moved = []  # the previous round's broadcasts: (piece, work)
+
+        def handed_out(n):
+            """Round n's blocks cut, and the tensors complete by its end."""
+            nonlocal handed
+            for p, work in moved:
+                work.wait()  # the current stream waits for the broadcast
+                if p.kind == "block":
+                    cut(p)
+            moved.clear()
+            while handed < len(plan.items) and plan.items[handed].last_round <= n:
+                item = plan.items[handed]
+                handed += 1
+                t = output(item)
+                del outputs[item.entry.name]
+                yield item.entry.name, _loading._converted(t, dtype)
+
         for n, pieces in enumerate(plan.rounds):
             try:
                 # Everything the round moves is allocated before the agreed
@@ -425,17 +443,17 @@ def iter_safetensors_distributed(
             except Exception as e:
                 failure = e
             comm.agree(failure, digest, f"round {n + 1} of {len(plan.rounds)}")
-            for p in pieces:
-                if p.kind != "own":
-                    _dist.broadcast(target(p), src=comm.src(p.owner), group=group)
-                    if p.kind == "block":
-                        cut(p)
-            while handed < len(plan.items) and plan.items[handed].last_round <= n:
-                item = plan.items[handed]
-                handed += 1
-                t = output(item)
-                del outputs[item.entry.name]
-                yield item.entry.name, _loading._converted(t, dtype)
+            # Asynchronous: the current stream does not wait for the
+            # broadcasts, so the next round's copies out of the ring run
+            # while they do; the previous round's are waited for (long
+            # done by now) only as its tensors are handed out.
+            moving = [(p, _dist.broadcast(target(p), src=comm.src(p.owner), group=group,
+                                          async_op=True))
+                      for p in pieces if p.kind != "own"]
+            if n:
+                yield from handed_out(n - 1)
+            moved = moving
+        yield from handed_out(len(plan.rounds) - 1)
 
 
 def load_safetensors_distributed(
