@@ -16,6 +16,7 @@ rows or columns as tensor parallelism splits them, the rest whole):
   NCCL group itself (cpu_group=WORLD), each waiting for the GPU;
   svmbatch_round<N>M (--round-mib N,...): rounds of N MiB;
   svmbatch_threads<N> (--threads N,...): N I/O threads a rank;
+  svmbatch_staging<N>M (--staging-mib N,...): a ring of N MiB a rank;
 - single: each rank load_safetensors(device=its GPU) of the whole
   checkpoint (sliced: then its slices, made contiguous, the rest freed);
 - instanttensor: safe_open(files, device=rank, process_group=WORLD,
@@ -98,6 +99,11 @@ def svmbatch_rounds(mib):
 def svmbatch_threads(n):
     """The loader with n I/O threads a rank."""
     return lambda *a: load_svmbatch(*a, threads=n)
+
+
+def svmbatch_staging(mib):
+    """The loader with a ring of mib MiB a rank."""
+    return lambda *a: load_svmbatch(*a, staging_bytes=mib << 20)
 
 
 def load_single(files, sliced, rank, world, device):
@@ -246,6 +252,9 @@ def main():
     ap.add_argument("--threads", default="",
                     help="also svmbatch with these I/O threads a rank (comma-separated): "
                          "loaders svmbatch_threads<N>")
+    ap.add_argument("--staging-mib", default="",
+                    help="also svmbatch with rings of these MiB a rank (comma-separated): "
+                         "loaders svmbatch_staging<N>M")
     ap.add_argument("--profile", action="store_true",
                     help="then one replicated svmbatch load under cProfile on every rank, "
                          "its top functions printed to stderr (not timed)")
@@ -256,6 +265,9 @@ def main():
     for mib in filter(None, args.round_mib.split(",")):
         LOADERS[f"svmbatch_round{int(mib)}M"] = svmbatch_rounds(int(mib))
         names.append(f"svmbatch_round{int(mib)}M")
+    for mib in filter(None, args.staging_mib.split(",")):
+        LOADERS[f"svmbatch_staging{int(mib)}M"] = svmbatch_staging(int(mib))
+        names.append(f"svmbatch_staging{int(mib)}M")
     for n in filter(None, args.threads.split(",")):
         LOADERS[f"svmbatch_threads{int(n)}"] = svmbatch_threads(int(n))
         names.append(f"svmbatch_threads{int(n)}")
