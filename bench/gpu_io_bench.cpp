@@ -589,6 +589,17 @@ std::string number_or_null(const std::optional<double> &v)
 	return buf;
 }
 
+/// num / den with three decimals, or null where den was not measured
+/// (--sizes left that request size out).
+std::string ratio_or_null(double num, double den)
+{
+	if (!(den > 0))
+		return "null";
+	char buf[32];
+	std::snprintf(buf, sizeof(buf), "%.3f", num / den);
+	return buf;
+}
+
 const char *const method =
 	"{\"loop\": \"a persistent kernel (one block per SM, --warps warps each, up to 32 "
 	"lanes a warp) asks for every piece of the file with svmbatch_read(), an IoLoop "
@@ -725,20 +736,21 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		    "  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"fast_poll_ns\": %u,\n"
 		    "  \"io_threads\": %u,\n  \"pump_idle\": %s,\n  \"results\": [\n%s\n  ],\n"
 		    "  \"summary\": {\"one_request_p50_us\": %s, \"one_request_p99_us\": %s, "
-		    "\"loop_over_host_1MiB\": %.3f, \"loop_4KiB_rps\": %.0f, "
+		    "\"loop_over_host_1MiB\": %s, \"loop_4KiB_rps\": %.0f, "
 		    "\"write_1MiB_GBps\": %.3f, \"host_write_1MiB_GBps\": %.3f, "
 		    "\"loop_1MiB_GBps\": %.3f, \"host_pipeline_1MiB_GBps\": %.3f, "
-		    "\"host_pipeline_4KiB_rps\": %.0f, \"loop_over_host_4KiB\": %.3f, "
+		    "\"host_pipeline_4KiB_rps\": %.0f, \"loop_over_host_4KiB\": %s, "
 		    "\"p50_us_4KiB_full_load\": %s, \"p99_us_4KiB_full_load\": %s, "
 		    "\"in_flight_at_full_load\": %u, \"pump_idle_cpu_percent\": %.3f, "
 		    "\"errors\": %llu}\n}\n",
 		    header.c_str(), svmbatch::json::quote(tune.machine).c_str(), blocks, warps,
 		    svmbatch::json::quote(dir).c_str(), reps, tune.max_poll_ns, tune.fast_poll_ns,
 		    tune.loop.io.threads, idle, rows.c_str(), number_or_null(one.m.p50_us).c_str(),
-		    number_or_null(one.m.p99_us).c_str(), median(loop1m.gbps) / median(host1m.gbps),
+		    number_or_null(one.m.p99_us).c_str(),
+		    ratio_or_null(median(loop1m.gbps), median(host1m.gbps)).c_str(),
 		    median(loop4k.rps), median(lw.gbps), median(hw.gbps), median(loop1m.gbps),
 		    median(host1m.gbps), median(host4k.rps),
-		    median(loop4k.gbps) / median(host4k.gbps),
+		    ratio_or_null(median(loop4k.gbps), median(host4k.gbps)).c_str(),
 		    number_or_null(loop4k.p50_us).c_str(), number_or_null(loop4k.p99_us).c_str(),
 		    blocks * warps * 32 * 2, idle_pct, static_cast<unsigned long long>(errors));
 	return errors ? 1 : 0;
