@@ -11,6 +11,10 @@ first load), loaded --reps times by each loader, replicated (every rank
 every tensor) and sliced --world ways (the attention and MLP matrices by
 rows or columns as tensor parallelism splits them, the rest whole):
 
+- share (a diagnostic, left out of the summary): each rank
+  load_safetensors of its share of the tensors alone, nothing moved;
+- h2d_GBps: pinned host-to-device copy rates, GPU 0 alone and all GPUs
+  at once;
 - svmbatch: load_safetensors_distributed(group=WORLD[, shard_fn]), its
   agreed points on the world's gloo twin; svmbatch_nccl_agree: on the
   NCCL group itself (cpu_group=WORLD), each waiting for the GPU;
@@ -106,6 +110,54 @@ def svmbatch_staging(mib):
     return lambda *a: load_svmbatch(*a, staging_bytes=mib << 20)
 
 
+def load_share(files, sliced, rank, world, device):
+    """A diagnostic, not a loader: each rank load_safetensors of its share
+    of the tensors (dealt as the distributed plan deals pieces, to the rank
+    with the fewest bytes), nothing moved between ranks: what reading the
+    shares alone costs."""
+    import svmbatch.torch as sbt
+    from svmbatch.safetensors_format import read_header
+    load = [0] * world
+    mine = set()
+    for f in files:
+        fd = os.open(f, os.O_RDONLY)
+        try:
+            entries = read_header(fd, f).entries
+        finally:
+            os.close(fd)
+        for e in entries:
+            r = min(range(world), key=lambda r: (load[r], r))
+            load[r] += e.nbytes
+            if r == rank:
+                mine.add(e.name)
+    return sbt.load_safetensors(files, device=device, names=sorted(mine))
+
+
+def h2d_rates(rank, world, device, gib=4, reps=3):
+    """Host-to-device copy rates from pinned memory, GB/s: GPU 0 alone, and
+    every GPU at once (their sum): whether the GPUs share the host's
+    links."""
+    src = torch.empty(gib << 30, dtype=torch.uint8, pin_memory=True)
+    dst = torch.empty(gib << 30, dtype=torch.uint8, device=device)
+    out = {}
+    for who in ("gpu0_alone", "all_gpus"):
+        best = 0.0
+        for _ in range(reps):
+            dist.barrier()
+            t0 = time.perf_counter()
+            if who == "all_gpus" or rank == 0:
+                dst.copy_(src, non_blocking=True)
+                torch.cuda.synchronize()
+            dt = torch.tensor([time.perf_counter() - t0], device=device)
+            dist.all_reduce(dt, op=dist.ReduceOp.MAX)
+            moved = (gib << 30) * (world if who == "all_gpus" else 1)
+            best = max(best, moved / float(dt) / 1e9)
+        out[who] = round(best, 2)
+    del src, dst
+    torch.cuda.empty_cache()
+    return out
+
+
 def load_single(files, sliced, rank, world, device):
     import svmbatch.torch as sbt
     whole = sbt.load_safetensors(files, device=device)
@@ -178,11 +230,12 @@ def load_instanttensor_buffered(files, sliced, rank, world, device):
 
 
 LOADERS = {"svmbatch": load_svmbatch, "svmbatch_nccl_agree": load_svmbatch_nccl_agree,
-           "single": load_single,
+           "single": load_single, "share": load_share,
            "instanttensor": load_instanttensor,
            "instanttensor_buffered": load_instanttensor_buffered,
            "fastsafetensors": load_fastsafetensors,
            "fastsafetensors_buffered": load_fastsafetensors_buffered}
+DIAGNOSTICS = ("share",)  # not loaders: checked for the tensors they return, no summary
 PEERS = ("instanttensor", "instanttensor_buffered", "fastsafetensors",
          "fastsafetensors_buffered")
 
@@ -298,8 +351,9 @@ def main():
             try:
                 for _ in range(args.reps):
                     dt, out = timed(LOADERS[name], files, sliced, rank, world, device)
-                    exact = sorted(out) == sorted(ref) and \
-                        all(digest(out[k], weights) == ref[k] for k in ref)
+                    want = ref if name not in DIAGNOSTICS else {k: ref[k] for k in out}
+                    exact = sorted(out) == sorted(want) and \
+                        all(digest(out[k], weights) == want[k] for k in want)
                     del out
                     torch.cuda.empty_cache()
                     cell["times_s"].append(dt)
@@ -311,6 +365,7 @@ def main():
             results.setdefault(case, {})[name] = cell
     if args.profile:
         profile(files, rank, world, device)
+    h2d = h2d_rates(rank, world, device)
     summary = {}
     for case, cells in results.items():
         med = {k: c["median_s"] for k, c in cells.items() if "median_s" in c and c.get("exact")}
@@ -336,6 +391,7 @@ def main():
             "world": world, "gpus": [torch.cuda.get_device_name(i) for i in range(world)],
             "topology": topology(), "torch": torch.__version__, "files": len(files),
             "gib": round(gib, 3), "page_cache": "hot", "reps": args.reps,
+            "h2d_GBps": h2d,
             "method": "slowest rank, barrier to every tensor on its GPU; checked against the "
                       "single loader's digests", "results": results, "summary": summary},
                          indent=1)
