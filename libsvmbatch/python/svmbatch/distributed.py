@@ -8,7 +8,7 @@ shard_fn).  The backend moves the bytes: NCCL for CUDA tensors, gloo for
 CPU ones.
 
 Every rank runs the same plan, made from the shards' headers: the
-tensors in file order cut into pieces of at most a quarter of the ring,
+tensors in file order cut into pieces (about four a rank a round),
 each piece read by one rank (the one with the fewest bytes so far), and
 rounds of about round_bytes (by default max(8, 2 x world_size) rings).  In each round every rank
 reads its pieces, then all agree (one all_reduce of a status row per
@@ -84,12 +84,13 @@ class _Piece:
     [row0, row1) of a tensor some rank slices across its rows: broadcast
     into scratch, each rank takes its part)."""
 
-    __slots__ = ("s", "item", "begin", "end", "owner", "kind", "row0", "row1", "key")
+    __slots__ = ("s", "item", "begin", "end", "owner", "kind", "row0", "row1", "key", "view")
 
     def __init__(self, s, item, begin, end, owner, kind, row0=0, row1=0):
         self.s, self.item, self.begin, self.end = s, item, begin, end
         self.owner, self.kind, self.row0, self.row1 = owner, kind, row0, row1
         self.key = None
+        self.view = None  # its target while its round is being moved
 
 
 class _Item:
@@ -350,11 +351,13 @@ def iter_safetensors_distributed(
     if comm.agree_backend == "nccl":
         comm.status_device = device
     staging_bytes = max(2 << 20, staging_bytes)
-    piece_bytes = max(64 << 10, staging_bytes // 4)
     # Each agreed point waits for the round's reads on every rank (and,
     # agreeing through NCCL, for the GPU): rounds of several rings keep
     # those waits few.
     round_bytes = round_bytes or max(8, 2 * comm.world) * staging_bytes
+    # A piece is broadcast (one collective, its Python around it) once read:
+    # each rank reads about 4 a round, in chunk_bytes through its ring.
+    piece_bytes = max(64 << 10, round_bytes // (4 * comm.world))
     outputs = {}
     scratch = {}
 
@@ -367,18 +370,20 @@ def iter_safetensors_distributed(
         return t
 
     def target(p):
-        """The memory a piece is read or received into."""
+        """The memory a piece is read or received into (made once: it is
+        asked for as the round is allocated, read and moved)."""
+        if p.view is not None:
+            return p.view
         if p.kind == "block":
-            t = scratch.get(p.key)
-            if t is None:
-                t = scratch[p.key] = _torch.empty(p.end - p.begin, dtype=_torch.uint8,
-                                                  device=device)
-            return t
+            p.view = scratch[p.key] = _torch.empty(p.end - p.begin, dtype=_torch.uint8,
+                                                   device=device)
+            return p.view
         sl = p.item.slices[comm.rank] if p.kind == "own" else None
         flat = _common.bytes_of(output(p.item))
         e = p.item.entry
         lo = e.begin if sl is None else e.begin + sl.start * (e.nbytes // p.item.shape[sl.dim])
-        return flat[p.begin - lo:p.end - lo]
+        p.view = flat[p.begin - lo:p.end - lo]
+        return p.view
 
     def cut(p):
         """This rank's part of a broadcast block, into its tensor."""
@@ -420,6 +425,8 @@ def iter_safetensors_distributed(
                 if p.kind == "block":
                     cut(p)
             moved.clear()
+            for p in plan.rounds[n]:
+                p.view = None  # nothing here refers to a tensor handed out
             while handed < len(plan.items) and plan.items[handed].last_round <= n:
                 item = plan.items[handed]
                 handed += 1

@@ -84,7 +84,7 @@ def bytes_read(sbt, load, device):
 def check_loads(d, rank, world, device, sbt):
     ckpt, one = os.path.join(d, "ckpt"), os.path.join(d, "one.safetensors")
     # Each byte is read once, by one rank, the shares about even (pieces
-    # of at most a quarter of the 2 MiB ring).
+    # of an eighth of the 4 MiB round, or a twelfth).
     data = sum(t.numel() * t.element_size() for t in sbt.load_safetensors(ckpt).values())
     mine, total = bytes_read(sbt, lambda: sbt.load_safetensors_distributed(ckpt, device, **RING),
                              device)
