@@ -473,7 +473,14 @@ def load_safetensors_distributed(
         cpu_group: _ProcessGroup = None) -> dict[str, _torch.Tensor]:
     """iter_safetensors_distributed as a dict name -> tensor: on every
     rank what load_safetensors returns (replicated), or each rank's slices
-    where shard_fn says."""
+    where shard_fn says.  It keeps every tensor anyway, so its rounds are
+    larger: round_bytes 0 is max(32, 8 x world_size) x staging_bytes."""
+    if not round_bytes and _HAVE_DIST and _dist.is_initialized():
+        # Fewer agreed points and broadcasts; the iterator keeps its rounds
+        # small, since it holds two rounds of tensors the caller may not.
+        world = _dist.get_world_size(group)
+        if world > 0:
+            round_bytes = max(32, 8 * world) * max(2 << 20, staging_bytes)
     return dict(iter_safetensors_distributed(
         path, device, dtype, group=group, shard_fn=shard_fn, names=names, threads=threads,
         context=context, staging_bytes=staging_bytes, chunk_bytes=chunk_bytes, io=io,
