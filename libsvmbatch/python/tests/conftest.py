@@ -94,6 +94,34 @@ def page_ranges(spans, page=mmap.PAGESIZE):
     return [(begin, end - begin) for begin, end in merged]
 
 
+def keeps_pages(path):
+    """Whether path is on tmpfs or ramfs, which hold a file's only copy in
+    the page cache (DONTNEED drops nothing)."""
+    with open("/proc/self/mounts") as f:
+        mounts = [line.split() for line in f]
+    real = os.path.realpath(path)
+    best = max((m for m in mounts if real == m[1] or real.startswith(m[1].rstrip("/") + "/")),
+               key=lambda m: len(m[1]), default=None)
+    return best is not None and best[2] in ("tmpfs", "ramfs")
+
+
+def drop_pages(fd):
+    """Write back and drop an open file's pages: the next read is cold
+    (on tmpfs and ramfs nothing drops: keeps_pages)."""
+    os.fdatasync(fd)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+
+
+def drop_cache(*paths):
+    """drop_pages() of each file, by path."""
+    for p in paths:
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            drop_pages(fd)
+        finally:
+            os.close(fd)
+
+
 def registered_ranges(reg):
     """A registration's ranges as (address, length)."""
     return [(r[0], r[1]) for r in reg.ranges]

@@ -21,7 +21,7 @@ import torch  # required: an import failure is a collection error
 import svmbatch
 import svmbatch.loading as loading
 import svmbatch.torch as sbt
-from conftest import needs_cuda, open_fds
+from conftest import drop_cache, keeps_pages, needs_cuda, open_fds
 from test_safetensors import assert_same, raw_bytes, sample, write_minimal
 from test_sharded import three_shards, write_checkpoint
 
@@ -50,16 +50,6 @@ def _direct_works(directory):
         os.unlink(path)
 
 
-def _keeps_pages(directory):
-    """tmpfs and ramfs hold a file's only copy in the page cache."""
-    with open("/proc/self/mounts") as f:
-        mounts = [line.split() for line in f]
-    real = os.path.realpath(directory)
-    best = max((m for m in mounts if real == m[1] or real.startswith(m[1].rstrip("/") + "/")),
-               key=lambda m: len(m[1]), default=None)
-    return best is not None and best[2] in ("tmpfs", "ramfs")
-
-
 _CANDIDATES = [os.environ.get("TMPDIR") or tempfile.gettempdir(), "/var/tmp",
                os.path.join(os.path.dirname(__file__), "..", "..", "..", "build")]
 
@@ -69,7 +59,7 @@ def direct_root():
     """A directory on a file system that reads with O_DIRECT and drops
     clean pages (not tmpfs), probed among TMPDIR, /var/tmp and build/."""
     for d in _CANDIDATES:
-        if os.path.isdir(d) and os.access(d, os.W_OK) and not _keeps_pages(d) and \
+        if os.path.isdir(d) and os.access(d, os.W_OK) and not keeps_pages(d) and \
                 _direct_works(d):
             root = tempfile.mkdtemp(dir=d, prefix="svmbatch-direct-")
             yield root
@@ -84,17 +74,6 @@ def direct_dir(direct_root, request):
     d = tempfile.mkdtemp(dir=direct_root, prefix=request.node.name[:40] + "-")
     yield pathlib.Path(d)
     shutil.rmtree(d, ignore_errors=True)
-
-
-def drop_cache(*paths):
-    """Write back and drop each file's pages: the next read is cold."""
-    for p in paths:
-        fd = os.open(p, os.O_RDONLY)
-        try:
-            os.fdatasync(fd)
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-        finally:
-            os.close(fd)
 
 
 def resident_fraction(path):
@@ -234,7 +213,7 @@ def test_auto_reads_the_cold_shards_direct_and_the_cached_buffered(direct_dir, b
 
 
 def _tmpfs_dir():
-    return "/dev/shm" if os.path.isdir("/dev/shm") and _keeps_pages("/dev/shm") else None
+    return "/dev/shm" if os.path.isdir("/dev/shm") and keeps_pages("/dev/shm") else None
 
 
 def test_a_file_system_without_o_direct(baseline):

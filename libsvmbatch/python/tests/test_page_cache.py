@@ -10,17 +10,7 @@ import os
 import pytest
 
 import svmbatch
-
-
-def keeps_pages(path):
-    """Whether path is on tmpfs or ramfs, which hold a file's only copy in
-    the page cache (DONTNEED drops nothing)."""
-    with open("/proc/self/mounts") as f:
-        mounts = [line.split() for line in f]
-    real = os.path.realpath(path)
-    best = max((m for m in mounts if real == m[1] or real.startswith(m[1].rstrip("/") + "/")),
-               key=lambda m: len(m[1]), default=None)
-    return best is not None and best[2] in ("tmpfs", "ramfs")
+from conftest import drop_pages, keeps_pages
 
 
 def test_page_cache_residency_of_a_file(tmp_path):
@@ -39,8 +29,7 @@ def test_page_cache_residency_of_a_file(tmp_path):
         assert (r.resident_pages, r.total_pages) == (3, 3)
         r = svmbatch.page_cache_residency(fd, offset=100 * page)
         assert (r.resident_pages, r.total_pages) == (0, 0)
-        os.fdatasync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        drop_pages(fd)
         r = svmbatch.page_cache_residency(fd, length=0)
         assert r.total_pages == 11
         if not keeps_pages(path):
