@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,33 @@ void read_all(int fd, std::uint64_t bytes)
 		ASSERT_GT(n, 0) << "pread at " << off;
 		off += static_cast<std::uint64_t>(n);
 	}
+}
+
+/* Write back and drop the file's pages: what is read after is all that
+ * is resident (on tmpfs and ramfs nothing drops: keeps_its_pages()). */
+::testing::AssertionResult drop_pages(int fd)
+{
+	if (::fdatasync(fd) != 0)
+		return ::testing::AssertionFailure() << "fdatasync: " << std::strerror(errno);
+	const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+	if (err != 0)
+		return ::testing::AssertionFailure()
+		       << "posix_fadvise(DONTNEED): " << std::strerror(err);
+	return ::testing::AssertionSuccess();
+}
+
+/* Read the byte at offset with readahead off: its page comes back alone. */
+::testing::AssertionResult read_page_alone(int fd, std::uint64_t offset)
+{
+	const int err = ::posix_fadvise(fd, 0, 0, POSIX_FADV_RANDOM);
+	if (err != 0)
+		return ::testing::AssertionFailure()
+		       << "posix_fadvise(RANDOM): " << std::strerror(err);
+	char byte;
+	const ssize_t n = ::pread(fd, &byte, 1, static_cast<off_t>(offset));
+	if (n != 1)
+		return ::testing::AssertionFailure() << "pread at " << offset << ": " << n;
+	return ::testing::AssertionSuccess();
 }
 
 /* Whether the file system keeps clean pages that DONTNEED asks to drop:
@@ -119,8 +147,7 @@ TEST(PageCache, DroppedPagesAreNotResident)
 	ScratchFile f(bytes);
 
 	read_all(f.fd(), bytes);
-	ASSERT_EQ(::fdatasync(f.fd()), 0);
-	ASSERT_EQ(::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_DONTNEED), 0);
+	ASSERT_TRUE(drop_pages(f.fd()));
 	Counts dropped = count(f.fd());
 	EXPECT_EQ(dropped.any.resident_pages, dropped.mincore.resident_pages);
 	EXPECT_EQ(dropped.any.total_pages, 16u);
@@ -131,10 +158,8 @@ TEST(PageCache, DroppedPagesAreNotResident)
 			     << dropped.any.resident_pages << " of 16 resident)";
 	EXPECT_LT(dropped.any.resident_pages, 16u);
 
-	/* Read back page 5 alone (no readahead): that page is resident again. */
-	ASSERT_EQ(::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_RANDOM), 0);
-	char byte;
-	ASSERT_EQ(::pread(f.fd(), &byte, 1, static_cast<off_t>(5 * page + 7)), 1);
+	/* Read back page 5 alone: that page is resident again. */
+	ASSERT_TRUE(read_page_alone(f.fd(), 5 * page + 7));
 	Counts one = count(f.fd(), 5 * page, page);
 	EXPECT_EQ(one.any.total_pages, 1u);
 	EXPECT_EQ(one.any.resident_pages, 1u);
@@ -195,12 +220,9 @@ TEST(PageCache, MincoreCountsWindowByWindow)
 	ScratchFile f(bytes);
 
 	read_all(f.fd(), bytes);
-	ASSERT_EQ(::fdatasync(f.fd()), 0);
-	ASSERT_EQ(::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_DONTNEED), 0);
-	ASSERT_EQ(::posix_fadvise(f.fd(), 0, 0, POSIX_FADV_RANDOM), 0);
-	char byte;
+	ASSERT_TRUE(drop_pages(f.fd()));
 	for (std::uint64_t p : {0, 4, 7, 20})
-		ASSERT_EQ(::pread(f.fd(), &byte, 1, static_cast<off_t>(p * page)), 1);
+		ASSERT_TRUE(read_page_alone(f.fd(), p * page));
 	const PageCacheResidency whole = detail::residency_by_mincore(f.fd(), 0, 0);
 	EXPECT_EQ(whole.total_pages, 21u);
 	/* Windows of 1, 3 and 7 pages (the last one short) count the same. */
