@@ -110,22 +110,26 @@ def svmbatch_staging(mib):
     return lambda *a: load_svmbatch(*a, staging_bytes=mib << 20)
 
 
+def header_entries(path):
+    """The tensors a safetensors file's header lists, in file order."""
+    from svmbatch.safetensors_format import read_header
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return read_header(fd, path).entries
+    finally:
+        os.close(fd)
+
+
 def load_share(files, sliced, rank, world, device):
     """A diagnostic, not a loader: each rank load_safetensors of its share
     of the tensors (dealt as the distributed plan deals pieces, to the rank
     with the fewest bytes), nothing moved between ranks: what reading the
     shares alone costs."""
     import svmbatch.torch as sbt
-    from svmbatch.safetensors_format import read_header
     load = [0] * world
     mine = set()
     for f in files:
-        fd = os.open(f, os.O_RDONLY)
-        try:
-            entries = read_header(fd, f).entries
-        finally:
-            os.close(fd)
-        for e in entries:
+        for e in header_entries(f):
             r = min(range(world), key=lambda r: (load[r], r))
             load[r] += e.nbytes
             if r == rank:
@@ -187,7 +191,6 @@ def load_instanttensor(files, sliced, rank, world, device, buffered=False):
 
 def load_fastsafetensors(files, sliced, rank, world, device):
     from fastsafetensors import SafeTensorsFileLoader
-    from svmbatch.safetensors_format import read_header
     loader = SafeTensorsFileLoader(dist.group.WORLD, device, nogds=True)
     try:
         loader.add_filenames({r: files[r::world] for r in range(world)})
@@ -195,12 +198,7 @@ def load_fastsafetensors(files, sliced, rank, world, device):
         try:
             out = {}
             for f in files:
-                fd = os.open(f, os.O_RDONLY)
-                try:
-                    entries = read_header(fd, f).entries
-                finally:
-                    os.close(fd)
-                for e in entries:
+                for e in header_entries(f):
                     s = shard_fn(e.name, tuple(e.shape), rank, world) if sliced else None
                     t = fb.get_tensor(e.name) if s is None else fb.get_sharded(e.name, s[0])
                     out[e.name] = t.clone()
