@@ -10,14 +10,30 @@ CPU ones.
 Every rank runs the same plan, made from the shards' headers: the
 tensors in file order cut into pieces (about four a rank a round),
 each piece read by one rank (the one with the fewest bytes so far), and
-rounds of about round_bytes (by default max(8, 2 x world_size) rings).  In each round every rank
-reads its pieces, then all agree (one all_reduce of a status row per
-rank: a failure and its message, and a digest of the plan), then each
-piece is broadcast from its reader (asynchronously: a round's tensors are
-handed out after the next round's reads).  A rank that failed has its error
-raised, the others a DistributedLoadError naming it: nobody waits for a
-rank that will not send.  The agreed points run on a CPU (gloo) group of
-the same ranks, so that no rank waits for its GPU before it reads on."""
+rounds of about round_bytes (by default max(8, 2 x world_size) rings).
+
+The agreed points are one all_reduce of a status row per rank (a failure
+and its message, and a digest of the plan); at each, a rank that failed
+has its error raised, the others a DistributedLoadError naming it: nobody
+waits for a rank that will not send.  The first, after every rank opened
+the checkpoint, planned, and allocated the first round's targets (the
+memory its pieces are broadcast into), is synchronous: a rank without a
+plan cannot issue matching collectives.  Then, in each round n, every
+rank reads its pieces (unless it failed before: it reads no further),
+waits for round n-1's agreed point (started a round ago, so long done),
+hands out round n-1's tensors, allocates round n+1's targets, starts round
+n's agreed point (asynchronously: the next round reads while it goes)
+and, at once, broadcasts each of round n's pieces from its reader
+(asynchronously too).  So round n's agreed point tells round n's reads
+and round n+1's allocations, and is waited for before any tensor of round
+n is handed out and before anyone broadcasts round n+1: every rank raises
+at the same round, nobody hands out a tensor of a round not agreed on,
+and nobody broadcasts from or into memory some rank could not allocate.
+Every rank issues the same collectives in every case: a rank whose read
+failed still issues its round's broadcasts (sending junk, from targets
+agreed on before), and one that failed skips the reads and allocations
+that follow, which no collective waits for.  The agreed points run on a CPU (gloo) group of the
+same ranks, so that no rank waits for its GPU before it reads on."""
 
 import contextlib as _contextlib
 import hashlib as _hashlib
@@ -260,9 +276,9 @@ class _Group:
     def src(self, rank):
         return _global_rank(self.group, rank)
 
-    def agree(self, failure, digest, where):
-        """The agreed point: every rank learns which ranks failed; a failed
-        rank raises its own error, the others DistributedLoadError."""
+    def start(self, failure, digest, where):
+        """Begin an agreed point (where: what it is, for the error): this
+        rank's status row, all-reduced asynchronously; finish() waits."""
         row = bytearray(_ROW)
         row[1:1 + _DIGEST] = digest
         if failure is not None:
@@ -272,7 +288,15 @@ class _Group:
         rows = _torch.zeros((self.world, _ROW), dtype=_torch.uint8)
         rows[self.rank] = _torch.frombuffer(row, dtype=_torch.uint8)
         rows = rows.to(self.status_device)
-        _dist.all_reduce(rows, group=self.agree_group)
+        work = _dist.all_reduce(rows, group=self.agree_group, async_op=True)
+        return rows, work, failure, where
+
+    def finish(self, started):
+        """End an agreed point: every rank learns which ranks failed; a
+        failed rank raises its own error (the one it sent), the others
+        DistributedLoadError."""
+        rows, work, failure, where = started
+        work.wait()
         rows = rows.cpu()
         failures = {}
         digests = set()
@@ -293,6 +317,10 @@ class _Group:
         if len(digests) > 1:
             raise DistributedLoadError(f"distributed load {where}: the ranks planned different "
                                        "loads (different files, names, or shard_fn)", {})
+
+    def agree(self, failure, digest, where):
+        """A synchronous agreed point."""
+        self.finish(self.start(failure, digest, where))
 
 
 def _default_device(device, backend):
@@ -400,6 +428,14 @@ def iter_safetensors_distributed(
         else:
             out[p.row0:p.row1].copy_(block.narrow(sl.dim, sl.start, sl.length))
 
+    def allocate(n):
+        """Round n's targets of the pieces it moves, before the agreed point
+        that precedes its broadcasts: a rank short of memory fails there,
+        not halfway through them.  (A rank's own slices are made as read.)"""
+        for p in plan.rounds[n]:
+            if p.kind != "own":
+                target(p)
+
     failure = None
     plan = None
     digest = bytes(_DIGEST)
@@ -411,15 +447,34 @@ def iter_safetensors_distributed(
             stream = _stream(opened, plan, comm.rank, threads, context, staging_bytes,
                              chunk_bytes, target)
             stack.callback(stream.close)
+            allocate(0)
         except Exception as e:  # told to every rank at the first agreed point
             failure = e
         comm.agree(failure, digest, "opening the checkpoint")
+        rounds = len(plan.rounds)
         handed = 0
         moved = []  # the previous round's broadcasts: (piece, work)
+        agreeing = None  # the previous round's agreed point, started
+
+        def agreed():
+            """The previous round's agreed point, waited for; if it raises,
+            the round's broadcasts (which every rank issued) end first."""
+            nonlocal agreeing
+            started, agreeing = agreeing, None
+            try:
+                comm.finish(started)
+            except BaseException:
+                for _, work in moved:
+                    with _contextlib.suppress(Exception):  # the agreed point's error says why
+                        work.wait()
+                moved.clear()
+                raise
 
         def handed_out(n):
-            """Round n's blocks cut, and the tensors complete by its end."""
+            """Round n agreed on, its blocks cut, and the tensors complete by
+            its end."""
             nonlocal handed
+            agreed()
             for p, work in moved:
                 work.wait()  # the current stream waits for the broadcast
                 if p.kind == "block":
@@ -436,31 +491,38 @@ def iter_safetensors_distributed(
 
         for n, pieces in enumerate(plan.rounds):
             try:
-                # Everything the round moves is allocated before the agreed
-                # point: a rank short of memory fails there, not halfway
-                # through the broadcasts.
-                for p in pieces:
-                    if p.kind != "own":
-                        target(p)
-                for p in pieces:
-                    if p.owner == comm.rank:
-                        key, _ = next(stream)
-                        if key != p.key:
-                            raise AssertionError(f"piece {key} read where {p.key} was planned")
+                if failure is None:  # a rank that failed reads no further
+                    for p in pieces:
+                        if p.owner == comm.rank:
+                            key, _ = next(stream)
+                            if key != p.key:
+                                raise AssertionError(f"piece {key} read where {p.key} was "
+                                                     "planned")
+            except Exception as e:  # told at this round's agreed point
+                failure = e
+            if n:
+                # Raises on every rank if round n - 1 failed anywhere: before
+                # anyone broadcasts round n.
+                yield from handed_out(n - 1)
+            try:
+                # Round n + 1's targets, told at round n's agreed point, which
+                # every rank waits for before it broadcasts into them.
+                if failure is None and n + 1 < rounds:
+                    allocate(n + 1)
             except Exception as e:
                 failure = e
-            comm.agree(failure, digest, f"round {n + 1} of {len(plan.rounds)}")
+            agreeing = comm.start(failure, digest, f"round {n + 1} of {rounds}")
             # Asynchronous: the current stream does not wait for the
             # broadcasts, so the next round's copies out of the ring run
-            # while they do; the previous round's are waited for (long
-            # done by now) only as its tensors are handed out.
-            moving = [(p, _dist.broadcast(target(p), src=comm.src(p.owner), group=group,
-                                          async_op=True))
-                      for p in pieces if p.kind != "own"]
-            if n:
-                yield from handed_out(n - 1)
-            moved = moving
-        yield from handed_out(len(plan.rounds) - 1)
+            # while they do; they are waited for (long done by then) only
+            # as the round's tensors are handed out.  Their targets were
+            # agreed on at the previous agreed point; a rank whose read
+            # failed sends what its targets hold, and the round's agreed
+            # point stops everyone before they are handed out.
+            moved = [(p, _dist.broadcast(target(p), src=comm.src(p.owner), group=group,
+                                         async_op=True))
+                     for p in pieces if p.kind != "own"]
+        yield from handed_out(rounds - 1)
 
 
 def load_safetensors_distributed(

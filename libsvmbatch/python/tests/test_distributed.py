@@ -5,9 +5,12 @@ sliced loads equal a single-process load byte for byte, from a sharded
 checkpoint and from one file, with names; a rank that fails (a file it
 cannot open, a read that fails halfway, a different plan) makes every
 rank raise, nobody hangs, nothing stays registered, and the group still
-loads afterwards; the agreed points run on a CPU group of the caller's
-(cpu_group), a subgroup loads alone."""
+loads afterwards; a read or a target allocation that fails at a later
+round makes every rank raise at that round, each rank having issued the
+same collectives and handed out the same tensors; the agreed points run
+on a CPU group of the caller's (cpu_group), a subgroup loads alone."""
 
+import contextlib
 import datetime
 import errno
 import json
@@ -34,6 +37,8 @@ JOIN_SECONDS = 90
 GROUP_TIMEOUT = datetime.timedelta(seconds=30)
 # Small rings and rounds: several rounds, pieces split across ranks.
 RING = {"staging_bytes": 2 << 20, "chunk_bytes": 1 << 20, "threads": 2, "round_bytes": 4 << 20}
+# Rounds of 1 MiB: five of them, for a failure in a later one.
+ROUNDS = dict(RING, round_bytes=1 << 20)
 
 
 def split_rows_and_columns(name, shape, rank, world):
@@ -227,6 +232,106 @@ def check_failures(d, rank, world, device, sbt):
     return outcomes
 
 
+def later_choice(plan, world, case):
+    """Where a later_failure case fails, from the plan (every rank's):
+    the victim, what fails there, the agreed point that tells it, and the
+    tensors handed out before it."""
+    rounds = plan.rounds
+    if case == "allocation":
+        # A tensor whose pieces all lie in one round, the third or later,
+        # read by another rank than the victim: only the allocation of
+        # that round's targets (in the round before) makes it there.
+        for k in range(len(rounds) - 1, 1, -1):
+            in_k = {id(p) for p in rounds[k]}
+            for item in plan.items:
+                pieces = [p for r in rounds for p in r if p.item is item]
+                if pieces and all(id(p) in in_k and p.kind == "bcast" for p in pieces):
+                    victim = max(set(range(world)) - {p.owner for p in pieces})
+                    return {"victim": victim, "item": item, "told": k - 1}
+        raise AssertionError("no tensor to fail the allocation of")
+    victim = world - 1
+    mine = [n for n in range(1, len(rounds)) if any(p.owner == victim for p in rounds[n])]
+    k = mine[-1] if case == "last read" else mine[len(mine) // 2]
+    assert 0 < k and (case == "last read") == (k == len(rounds) - 1), (case, k)
+    key = next(p.key for p in rounds[k] if p.owner == victim)
+    return {"victim": victim, "key": key, "round": k, "told": k}
+
+
+def later_failure(d, rank, world, device, sbt, case):
+    """An iterator load in rounds of 1 MiB in which one rank fails in a
+    later round: a read in a middle round ("read") or the last ("last
+    read"), or the allocation of a round's targets ("allocation").  What
+    this rank handed out, raised and issued."""
+    import svmbatch.distributed as distributed
+
+    ckpt = os.path.join(d, "ckpt")
+    chosen = {}
+    real = {"plan": distributed._Plan, "stream": distributed._stream,
+            "shape": distributed._slice_shape, "all_reduce": dist.all_reduce,
+            "broadcast": dist.broadcast}
+    issued = []
+
+    def planning(*args):
+        plan = real["plan"](*args)
+        chosen.update(later_choice(plan, world, case), rounds=len(plan.rounds))
+        # The rounds agreed on before the one that tells the failure.
+        chosen["before"] = [i.entry.name for i in plan.items if i.last_round < chosen["told"]]
+        return plan
+
+    def failing_stream(opened, plan, r, *args):
+        with contextlib.closing(real["stream"](opened, plan, r, *args)) as pairs:
+            for key, view in pairs:
+                if r == chosen["victim"] and key == chosen["key"]:
+                    raise OSError(errno.EIO, "Input/output error (the test's) reading round "
+                                             f"{chosen['round'] + 1}")
+                yield key, view
+
+    def failing_shape(shape, sl):
+        if rank == chosen["victim"] and shape is chosen["item"].shape:
+            raise torch.cuda.OutOfMemoryError(f"out of memory (the test's) for "
+                                              f"{chosen['item'].entry.name}")
+        return real["shape"](shape, sl)
+
+    def all_reduce(t, *args, **kwargs):
+        issued.append(["all_reduce", list(t.shape)])
+        return real["all_reduce"](t, *args, **kwargs)
+
+    def broadcast(t, *args, **kwargs):
+        issued.append(["broadcast", t.numel(), kwargs.get("src")])
+        return real["broadcast"](t, *args, **kwargs)
+
+    distributed._Plan = planning
+    if case == "allocation":
+        distributed._slice_shape = failing_shape
+    else:
+        distributed._stream = failing_stream
+    dist.all_reduce, dist.broadcast = all_reduce, broadcast
+    got = []
+    frames = []
+    try:
+        for name, _ in sbt.iter_safetensors_distributed(ckpt, device, **ROUNDS):
+            got.append(name)
+    except sbt.DistributedLoadError as e:
+        error = f"DistributedLoadError: {e}"
+        failed = sorted(e.failures)
+    except (OSError, torch.cuda.OutOfMemoryError) as e:
+        error = f"{type(e).__name__}: {e}"
+        failed = None
+        frames = [f.name for f in traceback.extract_tb(e.__traceback__)]
+    else:
+        raise AssertionError(f"{case}: rank {rank} did not raise")
+    finally:
+        distributed._Plan, distributed._stream = real["plan"], real["stream"]
+        distributed._slice_shape = real["shape"]
+        dist.all_reduce, dist.broadcast = real["all_reduce"], real["broadcast"]
+    # The group is still in step.
+    same_bytes(sbt.load_safetensors_distributed(ckpt, device, **ROUNDS),
+               sbt.load_safetensors(ckpt), f"after the {case} failure")
+    return {"victim": chosen["victim"], "where": f"round {chosen['told'] + 1} of "
+            f"{chosen['rounds']}", "before": chosen["before"], "got": got, "error": error,
+            "failed": failed, "frames": frames, "issued": issued}
+
+
 def fds_but_gloos():
     out = set()
     for fd in os.listdir("/proc/self/fd"):
@@ -287,6 +392,9 @@ def rank_main(rank, world, d, backend, what):
             baseline = rank_baseline()
             if what == "groups":
                 result["outcomes"] = check_groups(d, rank, world, device, sbt, groups)
+            elif what.startswith("later "):
+                result["outcomes"] = [later_failure(d, rank, world, device, sbt, case)
+                                      for case in what[len("later "):].split(",")]
             else:
                 check = check_loads if what == "loads" else check_failures
                 result["outcomes"] = check(d, rank, world, device, sbt)
@@ -360,6 +468,48 @@ def test_a_failing_rank_makes_every_rank_raise(tmp_path, world, backend):
                 # The others name the failed rank and what it said.
                 assert f"rank {victim}" in said[case] and "(the test's)" in said[case]
         assert "planned different loads" in said["plan"]
+
+
+def check_later_failures(outcomes, what):
+    """Every rank handed out the tensors of the rounds before the failed
+    one, and no more, issued the same collectives, and raised: the victim
+    its error, the others a DistributedLoadError naming it, at the round
+    that told it."""
+    for case, seen in zip(what.split(","), zip(*outcomes)):
+        victim = seen[0]["victim"]
+        for rank, got in enumerate(seen):
+            assert got["victim"] == victim and got["where"] == seen[0]["where"], (case, rank)
+            assert got["got"] == got["before"] == seen[0]["before"], (case, rank, got["got"])
+            assert got["issued"] == seen[0]["issued"], (case, rank)
+            assert "(the test's)" in got["error"], (case, rank, got["error"])
+            if rank == victim:
+                assert got["error"].startswith("OutOfMemoryError" if case == "allocation"
+                                                else "OSError"), (case, got["error"])
+                if case == "allocation":
+                    # Made in the allocation of a round's targets, not by a read.
+                    assert "allocate" in got["frames"], got["frames"]
+                    assert "_stream_staged" not in got["frames"], got["frames"]
+            else:
+                assert got["error"].startswith("DistributedLoadError"), (case, got["error"])
+                assert got["failed"] == [victim], (case, got["failed"])
+                assert f"{got['where']}: rank {victim} failed" in got["error"], \
+                    (case, got["error"])
+        # The failure came past the first rounds: tensors were handed out,
+        # and round agreed points (a status row each) after the first.
+        assert seen[0]["before"], case
+        assert sum(op == "all_reduce" for op, *_ in seen[0]["issued"]) >= 3, case
+
+
+@pytest.mark.parametrize("world,backend", WORLDS)
+def test_a_read_failing_in_a_later_round_makes_every_rank_raise_there(tmp_path, world, backend):
+    what = "read,last read"
+    check_later_failures(run_ranks(tmp_path, world, "later " + what, backend), what)
+
+
+@pytest.mark.parametrize("world,backend", WORLDS)
+def test_a_round_short_of_memory_makes_every_rank_raise_before_its_broadcasts(
+        tmp_path, world, backend):
+    check_later_failures(run_ranks(tmp_path, world, "later allocation", backend), "allocation")
 
 
 @pytest.mark.parametrize("world,backend", WORLDS)
