@@ -24,6 +24,11 @@ static_assert(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED ==
 static_assert(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED == cu::error_host_memory_not_registered);
 static_assert(CUDA_ERROR_NOT_PERMITTED == cu::error_not_permitted);
 static_assert(CUDA_ERROR_NOT_SUPPORTED == cu::error_not_supported);
+static_assert(CUDA_ERROR_NOT_READY == cu::error_not_ready);
+static_assert(CU_STREAM_NON_BLOCKING == cu::stream_non_blocking);
+static_assert(CU_EVENT_DISABLE_TIMING == cu::event_disable_timing);
+static_assert(sizeof(CUstream) == sizeof(cu::Stream));
+static_assert(sizeof(CUevent) == sizeof(cu::Event));
 static_assert(CU_MEMHOSTREGISTER_PORTABLE == cu::host_register_portable);
 static_assert(CU_MEMHOSTREGISTER_DEVICEMAP == cu::host_register_devicemap);
 static_assert(CU_MEMHOSTREGISTER_READ_ONLY == cu::host_register_read_only);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // GpuMapping, the backend-independent handle of a GPU mapping, and the list
-// of the backends built in.
+// of the backends built in; the interfaces' destructors.
 #include <svmbatch/config.h>
 #include <svmbatch/gpu/backend.hpp>
+#include <svmbatch/gpu/copy_engine.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -30,6 +31,7 @@ std::vector<std::string> built_backends()
 
 GpuMappingOwner::~GpuMappingOwner() = default;
 GpuBackend::~GpuBackend() = default;
+GpuCopyEngine::~GpuCopyEngine() = default;
 
 GpuMapping::GpuMapping(std::string backend, GpuAddressKind kind,
 		       std::vector<std::uint64_t> addresses, std::unique_ptr<GpuMappingOwner> owner,

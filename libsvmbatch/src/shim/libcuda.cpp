@@ -28,7 +28,14 @@ LibCuda::LibCuda(std::string lib_name) : library(std::move(lib_name))
 		    Symbol(mem_host_get_device_pointer, "cuMemHostGetDevicePointer",
 			   "cuMemHostGetDevicePointer_v2"),
 		    Symbol(pointer_get_attribute, "cuPointerGetAttribute"),
-		    Symbol(get_error_name, "cuGetErrorName"));
+		    Symbol(get_error_name, "cuGetErrorName"),
+		    Symbol(stream_create, "cuStreamCreate"),
+		    Symbol(stream_destroy, "cuStreamDestroy", "cuStreamDestroy_v2"),
+		    Symbol(stream_synchronize, "cuStreamSynchronize"),
+		    Symbol(event_create, "cuEventCreate"),
+		    Symbol(event_destroy, "cuEventDestroy", "cuEventDestroy_v2"),
+		    Symbol(event_record, "cuEventRecord"), Symbol(event_query, "cuEventQuery"),
+		    Symbol(memcpy_htod_async, "cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2"));
 }
 
 namespace {

@@ -16,12 +16,15 @@ using Result = int; // CUresult
 using Device = int; // CUdevice
 using Context = struct CUctx_st *;
 using DevicePtr = unsigned long long; // CUdeviceptr (64-bit)
+using Stream = struct CUstream_st *;
+using Event = struct CUevent_st *;
 
 constexpr Result success = 0;
 constexpr Result error_invalid_value = 1;
 constexpr Result error_out_of_memory = 2;
 constexpr Result error_not_initialized = 3;
 constexpr Result error_stub_library = 34;
+constexpr Result error_not_ready = 600;
 constexpr Result error_no_device = 100;
 constexpr Result error_invalid_device = 101;
 constexpr Result error_operating_system = 304;
@@ -33,6 +36,9 @@ constexpr Result error_not_supported = 801;
 constexpr unsigned host_register_portable = 0x01;
 constexpr unsigned host_register_devicemap = 0x02;
 constexpr unsigned host_register_read_only = 0x08;
+
+constexpr unsigned stream_non_blocking = 0x1;
+constexpr unsigned event_disable_timing = 0x2;
 
 constexpr int pointer_attribute_memory_type = 2;
 constexpr int pointer_attribute_is_managed = 8;
@@ -68,6 +74,16 @@ struct LibCuda {
 						  unsigned flags) = nullptr;
 	cu::Result (*pointer_get_attribute)(void *data, int attribute, cu::DevicePtr ptr) = nullptr;
 	cu::Result (*get_error_name)(cu::Result error, const char **str) = nullptr;
+	// CudaCopyEngine's.
+	cu::Result (*stream_create)(cu::Stream *stream, unsigned flags) = nullptr;
+	cu::Result (*stream_destroy)(cu::Stream stream) = nullptr;
+	cu::Result (*stream_synchronize)(cu::Stream stream) = nullptr;
+	cu::Result (*event_create)(cu::Event *event, unsigned flags) = nullptr;
+	cu::Result (*event_destroy)(cu::Event event) = nullptr;
+	cu::Result (*event_record)(cu::Event event, cu::Stream stream) = nullptr;
+	cu::Result (*event_query)(cu::Event event) = nullptr;
+	cu::Result (*memcpy_htod_async)(cu::DevicePtr dst, const void *src, std::size_t bytes,
+					cu::Stream stream) = nullptr;
 
 	/// "CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED (712)".
 	std::string error_name(cu::Result r) const;

@@ -1,8 +1,13 @@
 // SPDX-License-Identifier: MIT
-/* The fake CUDA driver: see fake_cuda.h. Not thread-safe; tests are serial. */
+/*
+ * The fake CUDA driver: see fake_cuda.h.  Registration is not thread-safe
+ * (tests register from one thread); contexts are per thread, and streams,
+ * events and copies may be used from any thread, as CudaCopyEngine does.
+ */
 #include "fake_cuda.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #define EXPORT __attribute__((visibility("default")))
@@ -14,6 +19,7 @@ enum {
 	CU_NO_DEVICE = 100,
 	CU_INVALID_DEVICE = 101,
 	CU_INVALID_CONTEXT = 201,
+	CU_NOT_READY = 600,
 	CU_ALREADY_REGISTERED = 712,
 	CU_NOT_REGISTERED = 713
 };
@@ -33,13 +39,20 @@ static size_t largest_register;
 static int nr_blocks;
 static int nr_devices = 1;
 static int initialized;
-static int ctx_depth;
+static _Thread_local int ctx_depth;
 static int retained;
 static int no_ctx_calls;
 static int fail_after = -1;
 static int fail_result;
 static unsigned last_flags;
 static char the_context;
+/* Streams and events: counted; a copy's bytes move when it is queued, and
+ * its event reports ready after event_polls queries. */
+static int live_streams, live_events, copies, fail_copies, fail_events, event_polls;
+
+struct fake_event {
+	int polls_left;
+};
 
 EXPORT void fake_cuda_reset(int devices)
 {
@@ -54,6 +67,10 @@ EXPORT void fake_cuda_reset(int devices)
 	no_ctx_calls = 0;
 	fail_after = -1;
 	last_flags = 0;
+	__atomic_store_n(&copies, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&fail_copies, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&fail_events, 0, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&event_polls, 0, __ATOMIC_SEQ_CST);
 }
 
 EXPORT void fake_cuda_fail_register_after(int ok_calls, int result)
@@ -119,7 +136,31 @@ EXPORT int fake_cuda_primary_retained(void)
 }
 EXPORT int fake_cuda_calls_without_context(void)
 {
-	return no_ctx_calls;
+	return __atomic_load_n(&no_ctx_calls, __ATOMIC_SEQ_CST);
+}
+EXPORT int fake_cuda_live_streams(void)
+{
+	return __atomic_load_n(&live_streams, __ATOMIC_SEQ_CST);
+}
+EXPORT int fake_cuda_live_events(void)
+{
+	return __atomic_load_n(&live_events, __ATOMIC_SEQ_CST);
+}
+EXPORT int fake_cuda_copies(void)
+{
+	return __atomic_load_n(&copies, __ATOMIC_SEQ_CST);
+}
+EXPORT void fake_cuda_fail_copies(int result)
+{
+	__atomic_store_n(&fail_copies, result, __ATOMIC_SEQ_CST);
+}
+EXPORT void fake_cuda_fail_events(int result)
+{
+	__atomic_store_n(&fail_events, result, __ATOMIC_SEQ_CST);
+}
+EXPORT void fake_cuda_event_polls(int polls)
+{
+	__atomic_store_n(&event_polls, polls, __ATOMIC_SEQ_CST);
 }
 
 static struct block *find(uintptr_t a)
@@ -135,7 +176,7 @@ static int need_context(void)
 	if (!initialized)
 		return CU_NOT_INITIALIZED;
 	if (ctx_depth == 0) {
-		no_ctx_calls++;
+		__atomic_fetch_add(&no_ctx_calls, 1, __ATOMIC_SEQ_CST);
 		return CU_INVALID_CONTEXT;
 	}
 	return CU_OK;
@@ -299,6 +340,113 @@ EXPORT int cuPointerGetAttribute(void *data, int attribute, unsigned long long p
 	}
 }
 
+static char the_stream;
+
+EXPORT int cuStreamCreate(void **stream, unsigned flags)
+{
+	int ret = need_context();
+
+	(void)flags;
+	if (ret)
+		return ret;
+	__atomic_fetch_add(&live_streams, 1, __ATOMIC_SEQ_CST);
+	*stream = &the_stream;
+	return CU_OK;
+}
+
+EXPORT int cuStreamDestroy_v2(void *stream)
+{
+	int ret = need_context();
+
+	if (ret)
+		return ret;
+	if (stream != &the_stream)
+		return CU_INVALID_VALUE;
+	__atomic_fetch_sub(&live_streams, 1, __ATOMIC_SEQ_CST);
+	return CU_OK;
+}
+
+EXPORT int cuStreamSynchronize(void *stream)
+{
+	int ret = need_context();
+
+	if (ret)
+		return ret;
+	return stream == &the_stream ? CU_OK : CU_INVALID_VALUE;
+}
+
+EXPORT int cuEventCreate(struct fake_event **event, unsigned flags)
+{
+	int ret = need_context();
+
+	(void)flags;
+	if (ret)
+		return ret;
+	*event = calloc(1, sizeof(**event));
+	if (!*event)
+		return 2;
+	__atomic_fetch_add(&live_events, 1, __ATOMIC_SEQ_CST);
+	return CU_OK;
+}
+
+EXPORT int cuEventDestroy_v2(struct fake_event *event)
+{
+	int ret = need_context();
+
+	if (ret)
+		return ret;
+	free(event);
+	__atomic_fetch_sub(&live_events, 1, __ATOMIC_SEQ_CST);
+	return CU_OK;
+}
+
+EXPORT int cuEventRecord(struct fake_event *event, void *stream)
+{
+	int ret = need_context();
+
+	if (ret)
+		return ret;
+	if (!event || stream != &the_stream)
+		return CU_INVALID_VALUE;
+	event->polls_left = __atomic_load_n(&event_polls, __ATOMIC_SEQ_CST);
+	return CU_OK;
+}
+
+EXPORT int cuEventQuery(struct fake_event *event)
+{
+	int ret = need_context();
+
+	if (ret)
+		return ret;
+	ret = __atomic_load_n(&fail_events, __ATOMIC_SEQ_CST);
+	if (ret)
+		return ret;
+	if (event->polls_left > 0) {
+		event->polls_left--;
+		return CU_NOT_READY;
+	}
+	return CU_OK;
+}
+
+/* The destination must lie in one block of fake device memory. */
+EXPORT int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t n, void *stream)
+{
+	int ret = need_context();
+	struct block *b = find((uintptr_t)dst);
+
+	if (ret)
+		return ret;
+	ret = __atomic_load_n(&fail_copies, __ATOMIC_SEQ_CST);
+	if (ret)
+		return ret;
+	if (stream != &the_stream || !b || b->kind != KIND_DEVICE || !src ||
+	    (uintptr_t)dst + n > b->end)
+		return CU_INVALID_VALUE;
+	memcpy((void *)(uintptr_t)dst, src, n);
+	__atomic_fetch_add(&copies, 1, __ATOMIC_SEQ_CST);
+	return CU_OK;
+}
+
 EXPORT int cuGetErrorName(int error, const char **str)
 {
 	switch (error) {
@@ -310,6 +458,9 @@ EXPORT int cuGetErrorName(int error, const char **str)
 		return CU_OK;
 	case 2:
 		*str = "CUDA_ERROR_OUT_OF_MEMORY";
+		return CU_OK;
+	case 999:
+		*str = "CUDA_ERROR_UNKNOWN";
 		return CU_OK;
 	case CU_NO_DEVICE:
 		*str = "CUDA_ERROR_NO_DEVICE";

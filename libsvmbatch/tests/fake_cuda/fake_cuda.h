@@ -42,6 +42,17 @@ int fake_cuda_context_depth(void);
 int fake_cuda_primary_retained(void);
 /* Calls made without a current context (the real driver fails them). */
 int fake_cuda_calls_without_context(void);
+/* Streams and events created and not destroyed; copies queued since the reset. */
+int fake_cuda_live_streams(void);
+int fake_cuda_live_events(void);
+int fake_cuda_copies(void);
+/* From now on cuMemcpyHtoDAsync fails with result (0: works again). */
+void fake_cuda_fail_copies(int result);
+/* From now on cuEventQuery fails with result (0: works again). */
+void fake_cuda_fail_events(int result);
+/* An event recorded from now on answers CUDA_ERROR_NOT_READY to its first
+ * polls queries (the copy itself is done at once). */
+void fake_cuda_event_polls(int polls);
 
 #ifdef __cplusplus
 }

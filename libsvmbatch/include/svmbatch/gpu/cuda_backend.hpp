@@ -67,6 +67,8 @@ public:
 	bool unified_addressing() const noexcept { return uva_; }
 	bool read_only_register_supported() const noexcept { return read_only_; }
 	CudaMemory classify(const void *ptr) const;
+	/// The driver and the primary context (CudaCopyEngine's).
+	const std::shared_ptr<const detail::CudaContext> &context() const noexcept { return ctx_; }
 
 private:
 	std::shared_ptr<const detail::CudaContext> ctx_;
