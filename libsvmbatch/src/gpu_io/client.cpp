@@ -48,6 +48,15 @@ std::int64_t IoLoopClient::write(std::uint32_t file, std::uint64_t file_offset,
 	return publish(SVMBATCH_IO_WRITE, file, file_offset, length, buffer, buffer_offset, tag);
 }
 
+std::int64_t IoLoopClient::read_device(std::uint32_t file, std::uint64_t file_offset,
+				       std::uint64_t length, std::uint32_t device_buffer,
+				       std::uint64_t buffer_offset,
+				       std::uint64_t tag) const noexcept
+{
+	return publish(SVMBATCH_IO_READ_DEVICE, file, file_offset, length, device_buffer,
+		       buffer_offset, tag);
+}
+
 std::int64_t IoLoopClient::publish(std::uint32_t op, std::uint32_t file, std::uint64_t file_offset,
 				   std::uint64_t length, std::uint32_t buffer,
 				   std::uint64_t buffer_offset, std::uint64_t tag) const noexcept

@@ -5,6 +5,7 @@
 #include <svmbatch/error.hpp>
 #include <svmbatch/fixed_buffers.hpp>
 #include <svmbatch/gpu/backend.hpp>
+#include <svmbatch/gpu/copy_engine.hpp>
 #include <svmbatch/gpu_io/loop.hpp>
 #include <svmbatch/registration.hpp>
 
@@ -15,7 +16,9 @@
 #include <atomic>
 #include <cerrno>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -61,7 +64,16 @@ void check_options(const IoLoopOptions &o)
 	if (!o.io.max_io_bytes || !o.io.direct_alignment)
 		throw Error(EINVAL, Step::Validate,
 			    "IoLoop io.max_io_bytes and io.direct_alignment must be > 0");
+	if (o.device.engine && !o.device.chunk_bytes)
+		throw Error(EINVAL, Step::Validate, "IoLoop device.chunk_bytes must be > 0");
 }
+
+/// A chunk of the device reads' staging.
+struct StagingChunk {
+	char *addr = nullptr;
+	unsigned slot = 0; ///< its fixed buffer
+	int index = 0;
+};
 
 void cpu_relax() noexcept
 {
@@ -102,8 +114,22 @@ public:
 		      std::uint64_t tag) noexcept override;
 	void submitted(std::uint64_t ticket) noexcept override;
 	void transferred(std::uint64_t ticket) noexcept override;
+	void staged(IoPiece &piece, int status) noexcept override;
 
 private:
+	/// A device read's piece on its way to the device (the copy's arg).
+	struct StagedCopy {
+		IoLoopPump *pump = nullptr;
+		IoPiece piece;
+		int status = 0; ///< the read's: 0, or -ENODATA
+	};
+	static void copied(void *arg, int status) noexcept;
+	/// The staging cut in chunks (constructor).
+	void cut_staging();
+	/// Hand a piece to an I/O thread, with a staging chunk if it needs
+	/// one: false when none is free, or the threads are full.
+	bool post(IoPiece &piece);
+	void release_chunk(int index) noexcept;
 	void run() noexcept;
 	void close_slots() noexcept;
 	bool sweep(bool stopping);
@@ -112,6 +138,11 @@ private:
 	/// Validate against the registration and the files: 0 or -errno.
 	int refuse(const svmbatch_io_request &rq, FileInfo &file) const;
 	void start(std::uint64_t ticket, const svmbatch_io_request &rq, const FileInfo &file);
+	int host_pieces(std::uint64_t ticket, const svmbatch_io_request &rq, const FileInfo &file,
+			std::vector<IoPiece> &pieces) const;
+	/// The pieces of a device read (chunk_bytes each at most), or -EINVAL.
+	int device_pieces(std::uint64_t ticket, const svmbatch_io_request &rq, const FileInfo &file,
+			  std::vector<IoPiece> &pieces) const;
 	/// Write the completion, or defer it while its slot is taken.
 	void deliver(const Pending &p) noexcept;
 	bool try_deliver(const Pending &p) noexcept;
@@ -125,6 +156,11 @@ private:
 	std::vector<Buffer> buffers_;
 	std::optional<Registration> ring_reg_;
 	GpuMapping gpu_;
+	std::vector<IoLoopDeviceBuffer> device_buffers_;
+	std::vector<StagingChunk> chunks_; ///< all of them, by index
+	bool chunks_aligned_ = false; ///< every chunk O_DIRECT-aligned
+	std::mutex chunks_mu_;
+	std::vector<int> free_chunks_;
 
 	mutable std::mutex files_mu_;
 	std::vector<FileInfo> files_;
@@ -153,15 +189,48 @@ private:
 
 IoLoopPump::IoLoopPump(Context &context, const Registration &registration, const IoLoopOptions &o)
 	: options_((check_options(o), o)), mem_(o.slots),
-	  buffers_(registration.buffers().begin(), registration.buffers().end())
+	  buffers_(registration.buffers().begin(), registration.buffers().end()),
+	  device_buffers_(o.device.buffers.begin(), o.device.buffers.end())
 {
 	options_.gpu = nullptr;
+	options_.device.buffers = {};
+	if (o.device.engine && (o.device.staging >= buffers_.size() ||
+				buffers_[o.device.staging].access != Access::ReadWrite))
+		throw Error(EINVAL, Step::Validate,
+			    "IoLoop device.staging must be a writable buffer of the registration",
+			    o.device.staging);
 	Buffer ring{mem_.base(), mem_.bytes(), Access::ReadWrite};
 	ring_reg_.emplace(context.register_buffers({&ring, 1}));
 	if (o.gpu)
 		gpu_ = o.gpu->map(*ring_reg_);
 	workers_.emplace(registration, options_.io, options_.spin, *this);
+	if (o.device.engine)
+		cut_staging();
 	thread_ = std::thread([this] { run(); });
+}
+
+void IoLoopPump::cut_staging()
+{
+	const auto chunk = std::min<std::size_t>(
+		{options_.device.chunk_bytes, options_.io.max_io_bytes, io_uring_max_buffer_bytes});
+	const std::size_t align = options_.io.direct_alignment;
+
+	options_.device.chunk_bytes = chunk;
+	chunks_aligned_ = chunk % align == 0;
+	for (const FixedSlice &s : workers_->fixed().slices(options_.device.staging)) {
+		for (std::size_t at = 0; at + chunk <= s.len; at += chunk) {
+			char *addr = static_cast<char *>(s.addr) + at;
+			chunks_aligned_ &= reinterpret_cast<std::uintptr_t>(addr) % align == 0;
+			chunks_.push_back({addr, s.index, static_cast<int>(chunks_.size())});
+		}
+	}
+	if (chunks_.empty())
+		throw Error(EINVAL, Step::Validate,
+			    "IoLoop device.staging holds no chunk of " + std::to_string(chunk) +
+				    " bytes",
+			    options_.device.staging);
+	for (std::size_t i = chunks_.size(); i-- > 0;)
+		free_chunks_.push_back(static_cast<int>(i));
 }
 
 IoLoopPump::~IoLoopPump()
@@ -220,10 +289,21 @@ int IoLoopPump::refuse(const svmbatch_io_request &rq, FileInfo &file) const
 			return -EBADF;
 		file = files_[rq.file];
 	}
+	if (rq.flags == SVMBATCH_IO_READ_DEVICE) {
+		if (!options_.device.engine || rq.buffer >= device_buffers_.size())
+			return -EINVAL;
+		const IoLoopDeviceBuffer &d = device_buffers_[rq.buffer];
+		if (rq.buffer_offset > d.length || rq.length > d.length - rq.buffer_offset)
+			return -EINVAL;
+		if (!file.open)
+			return -EBADF;
+		return file.readable ? 0 : -EACCES;
+	}
 	if (rq.flags != SVMBATCH_IO_READ && rq.flags != SVMBATCH_IO_WRITE)
 		return -EINVAL;
 	const bool write = rq.flags == SVMBATCH_IO_WRITE;
-	if (rq.buffer >= buffers_.size())
+	if (rq.buffer >= buffers_.size() ||
+	    (options_.device.engine && rq.buffer == options_.device.staging))
 		return -EINVAL;
 	const Buffer &b = buffers_[rq.buffer];
 	if (rq.buffer_offset > b.len || rq.length > b.len - rq.buffer_offset)
@@ -238,15 +318,42 @@ int IoLoopPump::refuse(const svmbatch_io_request &rq, FileInfo &file) const
 	return 0;
 }
 
-/// Cut the request into pieces (one per fixed-buffer slice it touches, at
-/// most io.max_io_bytes each) and hand them to the I/O threads.
-void IoLoopPump::start(std::uint64_t ticket, const svmbatch_io_request &rq, const FileInfo &file)
+int IoLoopPump::device_pieces(std::uint64_t ticket, const svmbatch_io_request &rq,
+			      const FileInfo &file, std::vector<IoPiece> &pieces) const
+{
+	const std::uint64_t chunk = options_.device.chunk_bytes;
+	const std::uint64_t dst = device_buffers_[rq.buffer].address + rq.buffer_offset;
+
+	if (file.direct &&
+	    (!chunks_aligned_ || (rq.file_offset | rq.length) % options_.io.direct_alignment))
+		return -EINVAL;
+	for (std::uint64_t done = 0; done < rq.length;) {
+		const std::uint64_t n = std::min(rq.length - done, chunk);
+		IoPiece p{};
+		p.ticket = ticket;
+		p.tag = rq.tag;
+		p.file_offset = rq.file_offset + done;
+		p.len = static_cast<std::uint32_t>(n);
+		p.index = static_cast<std::uint32_t>(pieces.size());
+		p.fd = file.fd;
+		p.offload = file.storage;
+		p.to_device = true;
+		p.device_dst = dst + done;
+		pieces.push_back(std::move(p));
+		done += n;
+	}
+	return 0;
+}
+
+/// The pieces of a read or write: one per fixed-buffer slice it touches,
+/// at most io.max_io_bytes each; -EINVAL where O_DIRECT's alignment fails.
+int IoLoopPump::host_pieces(std::uint64_t ticket, const svmbatch_io_request &rq,
+			    const FileInfo &file, std::vector<IoPiece> &pieces) const
 {
 	const FixedBuffers &fixed = workers_->fixed();
 	const std::size_t align = options_.io.direct_alignment;
 	const std::size_t max_io =
 		std::min<std::size_t>(options_.io.max_io_bytes, io_uring_max_buffer_bytes);
-	std::vector<IoPiece> pieces;
 	std::uint64_t skip = rq.buffer_offset, left = rq.length, off = rq.file_offset;
 
 	for (const FixedSlice &s : fixed.slices(rq.buffer)) {
@@ -262,10 +369,8 @@ void IoLoopPump::start(std::uint64_t ticket, const svmbatch_io_request &rq, cons
 		for (std::uint64_t done = 0; done < in_slice;) {
 			const std::uint64_t n = std::min<std::uint64_t>(in_slice - done, max_io);
 			if (file.direct &&
-			    ((reinterpret_cast<std::uintptr_t>(addr + done) | off | n) % align)) {
-				deliver({ticket, -EINVAL, 0, rq.tag});
-				return;
-			}
+			    ((reinterpret_cast<std::uintptr_t>(addr + done) | off | n) % align))
+				return -EINVAL;
 			IoPiece p{};
 			p.ticket = ticket;
 			p.tag = rq.tag;
@@ -287,6 +392,21 @@ void IoLoopPump::start(std::uint64_t ticket, const svmbatch_io_request &rq, cons
 		}
 		left -= in_slice;
 	}
+	return 0;
+}
+
+/// Cut the request into pieces and hand them to the I/O threads.
+void IoLoopPump::start(std::uint64_t ticket, const svmbatch_io_request &rq, const FileInfo &file)
+{
+	std::vector<IoPiece> pieces;
+	const int err = rq.flags == SVMBATCH_IO_READ_DEVICE ?
+				device_pieces(ticket, rq, file, pieces) :
+				host_pieces(ticket, rq, file, pieces);
+
+	if (err) {
+		deliver({ticket, err, 0, rq.tag});
+		return;
+	}
 	if (pieces.size() > 1) {
 		auto task = std::make_shared<IoTask>(static_cast<unsigned>(pieces.size()));
 		for (IoPiece &p : pieces)
@@ -294,15 +414,79 @@ void IoLoopPump::start(std::uint64_t ticket, const svmbatch_io_request &rq, cons
 	}
 	moving_.fetch_add(1, std::memory_order_relaxed);
 	for (IoPiece &p : pieces)
-		if (!backlog_.empty() || !workers_->post(p))
+		if (!backlog_.empty() || !post(p))
 			backlog_.push_back(std::move(p));
+}
+
+bool IoLoopPump::post(IoPiece &p)
+{
+	if (p.to_device && p.chunk < 0) {
+		std::lock_guard lock(chunks_mu_);
+		if (free_chunks_.empty())
+			return false;
+		const StagingChunk &c = chunks_[static_cast<std::size_t>(free_chunks_.back())];
+		free_chunks_.pop_back();
+		p.addr = c.addr;
+		p.slot = c.slot;
+		p.chunk = c.index;
+	}
+	return workers_->post(p);
+}
+
+void IoLoopPump::release_chunk(int index) noexcept
+{
+	std::lock_guard lock(chunks_mu_);
+	// Never past its first size (every chunk): no allocation.
+	free_chunks_.push_back(index);
+}
+
+void IoLoopPump::staged(IoPiece &p, int status) noexcept
+{
+	if ((!status || status == -ENODATA) && p.done) {
+		std::unique_ptr<StagedCopy> c(new (std::nothrow) StagedCopy);
+		if (!c) {
+			p.done = 0;
+			status = -ENOMEM;
+		} else {
+			c->pump = this;
+			c->piece = std::move(p);
+			c->status = status;
+			const IoPiece &q = c->piece;
+			const int err =
+				options_.device.engine->copy_to_device(q.device_dst, q.addr, q.done,
+								       static_cast<unsigned>(
+									       q.chunk),
+								       &IoLoopPump::copied,
+								       c.get());
+			if (!err) {
+				(void)c.release(); // copied() owns it
+				return;
+			}
+			p = std::move(c->piece);
+			status = err;
+		}
+	}
+	if (status && status != -ENODATA)
+		p.done = 0; // nothing reached the device
+	release_chunk(p.chunk);
+	end_piece(p, status, *this);
+}
+
+void IoLoopPump::copied(void *arg, int status) noexcept
+{
+	std::unique_ptr<StagedCopy> c(static_cast<StagedCopy *>(arg));
+
+	if (status)
+		c->piece.done = 0;
+	c->pump->release_chunk(c->piece.chunk);
+	end_piece(c->piece, status ? status : c->status, *c->pump);
 }
 
 bool IoLoopPump::post_backlog()
 {
 	bool any = false;
 
-	while (!backlog_.empty() && workers_->post(backlog_.front())) {
+	while (!backlog_.empty() && post(backlog_.front())) {
 		backlog_.pop_front();
 		any = true;
 	}

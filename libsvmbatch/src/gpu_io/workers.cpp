@@ -57,6 +57,32 @@ void cpu_relax() noexcept
 
 } // namespace
 
+void end_piece(IoPiece &p, int status, IoCompletionSink &sink) noexcept
+{
+	if (!p.task) {
+		sink.transferred(p.ticket);
+		sink.complete(p.ticket, status, p.done, p.tag);
+		return;
+	}
+	IoTask &t = *p.task;
+	t.bytes.fetch_add(p.done, std::memory_order_relaxed);
+	if (status) {
+		const std::uint64_t mine = (std::uint64_t{p.index} << 32) |
+					   static_cast<std::uint32_t>(-status);
+		std::uint64_t cur = t.failure.load(std::memory_order_relaxed);
+		while (mine < cur &&
+		       !t.failure.compare_exchange_weak(cur, mine, std::memory_order_relaxed)) {
+		}
+	}
+	if (t.left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+		const std::uint64_t f = t.failure.load(std::memory_order_relaxed);
+		const int st = f == ~std::uint64_t{0} ? 0 : -static_cast<int>(f & 0xffffffffu);
+		sink.transferred(p.ticket);
+		sink.complete(p.ticket, st, t.bytes.load(std::memory_order_relaxed), p.tag);
+	}
+	p.task.reset();
+}
+
 /// One thread, its ring and the queue of pieces the pump hands it.  What
 /// the pump writes and what the thread writes are on cache lines of their
 /// own: the padding is the point.
@@ -310,35 +336,16 @@ private:
 			local_.push_front(std::move(p));
 	}
 
-	/// p ended with status: its request too when p was its last piece.
+	/// p left this thread: ended, or on to its copy (a device read's).
 	void end(IoPiece &p, int status) noexcept
 	{
-		if (!p.task) {
-			sink_.transferred(p.ticket);
-			sink_.complete(p.ticket, status, p.done, p.tag);
-		} else {
-			IoTask &t = *p.task;
-			t.bytes.fetch_add(p.done, std::memory_order_relaxed);
-			if (status) {
-				const std::uint64_t mine = (std::uint64_t{p.index} << 32) |
-							   static_cast<std::uint32_t>(-status);
-				std::uint64_t cur = t.failure.load(std::memory_order_relaxed);
-				while (mine < cur &&
-				       !t.failure.compare_exchange_weak(cur, mine,
-									std::memory_order_relaxed)) {
-				}
-			}
-			if (t.left.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-				const std::uint64_t f = t.failure.load(std::memory_order_relaxed);
-				const int st = f == ~std::uint64_t{0} ?
-						       0 :
-						       -static_cast<int>(f & 0xffffffffu);
-				sink_.transferred(p.ticket);
-				sink_.complete(p.ticket, st,
-					       t.bytes.load(std::memory_order_relaxed), p.tag);
-			}
-		}
-		done_bytes_.fetch_add(p.len, std::memory_order_relaxed);
+		const std::uint32_t len = p.len;
+
+		if (p.to_device)
+			sink_.staged(p, status);
+		else
+			end_piece(p, status, sink_);
+		done_bytes_.fetch_add(len, std::memory_order_relaxed);
 		ended_.fetch_add(1, std::memory_order_release);
 		p.task.reset();
 	}

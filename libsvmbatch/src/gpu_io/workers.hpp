@@ -44,6 +44,11 @@ struct IoPiece {
 	unsigned slot = 0; ///< fixed buffer slot
 	bool write = false;
 	bool offload = false; ///< IOSQE_ASYNC (AsyncWorkers, a regular file or block device)
+	/// A device read's: read into a chunk of staging (addr, slot), then
+	/// copied to device_dst (IoCompletionSink::staged).
+	bool to_device = false;
+	std::uint64_t device_dst = 0;
+	int chunk = -1; ///< the staging chunk it holds, or -1
 	/// The I/O thread it must go to (modulo their number), or -1: any.
 	int thread = -1;
 	std::uint64_t done = 0; ///< bytes moved so far (short transfers continue)
@@ -60,6 +65,10 @@ public:
 	IoCompletionSink &operator=(IoCompletionSink &&) = delete;
 	virtual void complete(std::uint64_t ticket, int status, std::uint64_t bytes,
 			      std::uint64_t tag) noexcept = 0;
+	/// A device read's piece left its I/O thread: read into its chunk
+	/// (status 0, or -ENODATA with piece.done bytes), or failed.  The sink
+	/// copies it on and ends it with end_piece().
+	virtual void staged(IoPiece &piece, int status) noexcept = 0;
 	/// Its first transfer was handed to io_uring / its last one ended.
 	virtual void submitted(std::uint64_t ticket) noexcept = 0;
 	virtual void transferred(std::uint64_t ticket) noexcept = 0;
@@ -67,6 +76,10 @@ public:
 protected:
 	~IoCompletionSink() = default;
 };
+
+/// piece ended with status: its request too when it was the last piece
+/// (the request's status is its first failed piece's, in file order).
+void end_piece(IoPiece &piece, int status, IoCompletionSink &sink) noexcept;
 
 class IoWorker;
 

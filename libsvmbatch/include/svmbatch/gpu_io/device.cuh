@@ -325,6 +325,21 @@ __device__ inline long long svmbatch_write(const svmbatch_gpu_queue &q, uint32_t
 					buffer_offset, tag);
 }
 
+/// Ask for length bytes of file at offset, into device buffer
+/// `device_buffer` of the loop (IoLoopOptions::device) at buffer_offset:
+/// the loop reads them into its staging and its copy engine copies them
+/// to device memory, so the warp copies nothing over PCIe.  The bytes are
+/// there once the wait returned (after its acquire fence).  Returns the
+/// ticket, or -1 as svmbatch_read() does.
+__device__ inline long long svmbatch_read_device(const svmbatch_gpu_queue &q, uint32_t file,
+						 uint64_t offset, uint64_t length,
+						 uint32_t device_buffer, uint64_t buffer_offset,
+						 uint64_t tag = 0)
+{
+	return svmbatch_detail::publish(q, SVMBATCH_IO_READ_DEVICE, file, offset, length,
+					device_buffer, buffer_offset, tag);
+}
+
 /// Wait for ticket's completion and free its slot.  {-ESHUTDOWN, 0} if the
 /// loop's pump ended without completing it; {-EINVAL, 0} for ticket -1.
 /// Call it from converged lanes (one of them polls for all).

@@ -20,6 +20,7 @@ namespace svmbatch {
 class Context;
 class Registration;
 class GpuBackend;
+class GpuCopyEngine;
 
 namespace detail {
 class IoLoopPump;
@@ -32,6 +33,33 @@ struct IoLoopTimes {
 	std::uint64_t submitted_ns = 0; ///< its first transfer went to io_uring
 	std::uint64_t done_ns = 0; ///< its last transfer's completion was reaped
 	std::uint64_t completed_ns = 0; ///< its completion was published (seq stored)
+};
+
+/// Device memory that SVMBATCH_IO_READ_DEVICE requests read into: an
+/// address of the copy engine's GPU and the bytes from it.
+struct IoLoopDeviceBuffer {
+	std::uint64_t address = 0;
+	std::uint64_t length = 0;
+};
+
+/// Reads into device memory (SVMBATCH_IO_READ_DEVICE): the loop reads each
+/// piece into a chunk of its staging (READ_FIXED), the engine copies the
+/// chunk to the device, and the request completes once its last copy
+/// ended, so that a GPU producer copies nothing over PCIe itself.
+struct IoLoopDeviceReads {
+	/// Copies the staged bytes; must outlive the loop.  nullptr: no device
+	/// reads (such requests are refused with -EINVAL).
+	GpuCopyEngine *engine = nullptr;
+	/// What a device read's request.buffer indexes (copied).
+	std::span<const IoLoopDeviceBuffer> buffers;
+	/// The caller buffer of the loop's registration that device reads are
+	/// staged in, chunk_bytes at a time; requests naming it are refused
+	/// (-EINVAL).  Map the registration for the engine's GPU
+	/// (GpuBackend::map), so that its copies are DMA.
+	std::uint32_t staging = 0;
+	/// The most a piece of a device read moves: one chunk of staging (and
+	/// at most io.max_io_bytes).
+	std::size_t chunk_bytes = std::size_t{1} << 20;
 };
 
 struct IoLoopOptions {
@@ -64,6 +92,8 @@ struct IoLoopOptions {
 	/// Map the ring for this GPU (Registration::map), for device_queue().
 	/// Not owned; used only by the constructor.
 	GpuBackend *gpu = nullptr;
+	/// Reads into device memory; none by default.
+	IoLoopDeviceReads device;
 };
 
 /// What the pump did so far.
@@ -79,7 +109,8 @@ struct IoLoopStats {
 };
 
 /// A pump thread servicing the request ring with READ_FIXED into, and
-/// WRITE_FIXED from, the buffers of `registration` (see
+/// WRITE_FIXED from, the buffers of `registration`, and reads into device
+/// memory through options.device (see
 /// <svmbatch/gpu_io/ring.h> for the protocol).
 ///
 /// The ring is host memory the loop allocates and registers itself, as a
@@ -90,7 +121,9 @@ struct IoLoopStats {
 ///
 /// The pump validates each request against the registration and the file
 /// (unknown file: -EBADF; unknown buffer, a range reaching past it or an
-/// unknown operation: -EINVAL; a read into a read-only buffer, a read
+/// unknown operation, a device read without options.device.engine or
+/// beyond its buffer, a request naming the staging buffer: -EINVAL; a
+/// read into a read-only buffer, a read
 /// from a file not open for reading, a write to a file not open for
 /// writing or opened O_APPEND: -EACCES; O_DIRECT misalignment: -EINVAL)
 /// and completes it with that error, never touching memory outside the
@@ -106,8 +139,10 @@ struct IoLoopStats {
 /// The registration, its Context and the files must outlive the loop.
 class SVMBATCH_API IoLoop {
 public:
-	/// Error(EINVAL, Step::Validate) for bad options; the errors of
-	/// registering the ring, its fixed buffers and its GPU mapping.
+	/// Error(EINVAL, Step::Validate) for bad options (a device.staging that
+	/// is not a writable buffer of the registration, or holds no chunk);
+	/// the errors of registering the ring, its fixed buffers and its GPU
+	/// mapping.
 	IoLoop(Context &context, const Registration &registration,
 	       const IoLoopOptions &options = {});
 	IoLoop(const IoLoop &) = delete;
@@ -176,6 +211,11 @@ public:
 	std::int64_t write(std::uint32_t file, std::uint64_t file_offset, std::uint64_t length,
 			   std::uint32_t buffer, std::uint64_t buffer_offset,
 			   std::uint64_t tag = 0) const noexcept;
+	/// The same for reading into device buffer `device_buffer` of
+	/// IoLoopOptions::device at buffer_offset.
+	std::int64_t read_device(std::uint32_t file, std::uint64_t file_offset,
+				 std::uint64_t length, std::uint32_t device_buffer,
+				 std::uint64_t buffer_offset, std::uint64_t tag = 0) const noexcept;
 	/// Block until ticket's completion is there; free its slot.  Wait for
 	/// your tickets in the order you took them.  {-ESHUTDOWN} if the pump
 	/// ended without completing it (a ticket published after stop()).

@@ -64,15 +64,22 @@ extern "C" {
 #define SVMBATCH_IO_RING_VERSION 2
 
 /* Request flags: the operation. */
-#define SVMBATCH_IO_READ  0u /* file -> buffer (READ_FIXED) */
-#define SVMBATCH_IO_WRITE 1u /* buffer -> file (WRITE_FIXED) */
+#define SVMBATCH_IO_READ	0u /* file -> buffer (READ_FIXED) */
+#define SVMBATCH_IO_WRITE	1u /* buffer -> file (WRITE_FIXED) */
+/*
+ * file -> device memory: READ_FIXED into the loop's staging, then the
+ * GPU's copy engine; completed once the copy ended.  @buffer indexes the
+ * loop's device buffers (IoLoopOptions::device), not its registration.
+ */
+#define SVMBATCH_IO_READ_DEVICE 2u
 
 /*
  * One request slot, 64 bytes (a cache line; the GPU writes it whole).
  * @seq: the slot protocol above; written by producer and pump only.
  * @file: index from IoLoop::add_file().
  * @buffer: the caller buffer of the loop's registration to read into
- *	(SVMBATCH_IO_READ) or to write from (SVMBATCH_IO_WRITE).
+ *	(SVMBATCH_IO_READ) or to write from (SVMBATCH_IO_WRITE); for
+ *	SVMBATCH_IO_READ_DEVICE, the device buffer to read into.
  * @file_offset, @length: what to read or write.
  * @buffer_offset: where in the buffer.
  * @tag: the producer's, untouched.
@@ -93,13 +100,15 @@ struct svmbatch_io_request {
  * One completion slot, 32 bytes.
  * @seq: the slot protocol above.
  * @status: 0, or a negative errno: -EINVAL (no such buffer, or the range
- *	reaches past it, or an unknown operation), -EACCES (a read into a
+ *	reaches past it, or an unknown operation: SVMBATCH_IO_READ_DEVICE on
+ *	a loop without device buffers; a request naming the staging buffer), -EACCES (a read into a
  *	read-only buffer; a read from a file not open for reading; a write
  *	to a file not open for writing or opened O_APPEND, where the offset
  *	would not be honoured), -EBADF (no such file, or a closed one),
  *	-ENODATA (a read met the end of the file first; bytes says how much
  *	was read), -ECANCELED (the loop stopped before the transfer ran), or
- *	the transfer's own errno (-EIO, -ENOSPC, -EFBIG...).
+ *	the transfer's own errno (-EIO, -ENOSPC, -EFBIG...), or the copy
+ *	engine's (a device read's copy that failed).
  * @bytes: bytes moved (read into the buffer, or written to the file).
  */
 struct svmbatch_io_completion {

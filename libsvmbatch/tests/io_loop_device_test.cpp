@@ -1,0 +1,335 @@
+// SPDX-License-Identifier: MIT
+// IoLoop's device reads (SVMBATCH_IO_READ_DEVICE) with CPU producers and
+// CudaCopyEngine over the FAKE CUDA driver (fake_cuda/: its "device
+// memory" is host memory it was told about, its copies memcpy at once,
+// its events may answer "not ready" a few times): the staging cut in
+// chunks and shared by many producers, hostile requests, the copy's own
+// failures, the end of the file, and stop() with copies in flight.  Every
+// completion is checked, not a sample.  The real copy engine runs on the
+// H100 (tools/device/cuda_device_tests.cpp).
+#include <gtest/gtest.h>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include <svmbatch/all.hpp>
+
+#include "expect_error.hpp"
+#include "fake_cuda/fake_cuda.h"
+#include "io_loop_fixture.hpp"
+#include "test_util.hpp"
+
+namespace svmbatch {
+namespace {
+
+using test::expect_error;
+using test::file_bytes;
+using test::pattern_byte;
+
+constexpr std::size_t chunk = 64 << 10;
+constexpr char guard_byte = '\x5a';
+
+/// "Device memory" for the fake: bytes with a guard either side.
+struct DeviceMemory {
+	static constexpr std::size_t guard = 256;
+	explicit DeviceMemory(std::size_t n) : mem(n + 2 * guard, guard_byte), len(n)
+	{
+		fake_cuda_add_device(mem.data() + guard, n);
+	}
+	char *data() { return mem.data() + guard; }
+	std::uint64_t address() { return reinterpret_cast<std::uintptr_t>(data()); }
+	bool guards_intact() const
+	{
+		for (std::size_t k = 0; k < guard; k++)
+			if (mem[k] != guard_byte || mem[mem.size() - 1 - k] != guard_byte)
+				return false;
+		return true;
+	}
+	std::vector<char> mem;
+	std::size_t len;
+};
+
+bool holds_file(const char *p, std::uint64_t off, std::size_t n)
+{
+	for (std::size_t k = 0; k < n; k++)
+		if (static_cast<std::uint8_t>(p[k]) != pattern_byte(off + k))
+			return false;
+	return true;
+}
+
+class IoLoopDeviceTest : public test::IoLoopFixture {
+protected:
+	void SetUp() override
+	{
+		test::IoLoopFixture::SetUp();
+		fake_cuda_reset(1);
+		cuda_.emplace(CudaOptions{test::fake_cuda_library, 0});
+		engine_.emplace(*cuda_, 3);
+	}
+	void TearDown() override
+	{
+		engine_.reset();
+		cuda_.reset();
+		EXPECT_EQ(fake_cuda_live_streams(), 0);
+		EXPECT_EQ(fake_cuda_live_events(), 0);
+		EXPECT_EQ(fake_cuda_context_depth(), 0) << "a context was left current";
+		EXPECT_EQ(fake_cuda_calls_without_context(), 0);
+	}
+
+	/// Staging of `chunks` chunks as buffer 0, host buffers after it.
+	test::LoopBuffers buffers(std::size_t chunks, std::vector<std::size_t> more = {})
+	{
+		more.insert(more.begin(), chunks * chunk);
+		return {*ctx_, more, {}, 64};
+	}
+	IoLoopOptions options(std::span<const IoLoopDeviceBuffer> device, unsigned slots = 64)
+	{
+		IoLoopOptions o = test::loop_options(slots, 2);
+		o.device.engine = &*engine_;
+		o.device.buffers = device;
+		o.device.staging = 0;
+		o.device.chunk_bytes = chunk;
+		return o;
+	}
+
+	test::ScratchFile file_{file_bytes};
+	std::optional<CudaBackend> cuda_;
+	std::optional<CudaCopyEngine> engine_;
+};
+
+TEST_F(IoLoopDeviceTest, OneReadLandsInDeviceMemoryThroughTheStaging)
+{
+	DeviceMemory dev(1 << 20);
+	test::LoopBuffers b = buffers(4);
+	GpuMapping staging = cuda_->map(*b.reg); // DMA-able, as on a GPU
+	const IoLoopDeviceBuffer d{dev.address(), dev.len};
+	IoLoop loop(*ctx_, *b.reg, options({&d, 1}));
+	IoLoopClient client(loop.host_queue());
+	const std::uint32_t f = loop.add_file(file_.fd());
+
+	const IoCompletion c = client.wait(client.read_device(f, 12345, 300000, 0, 1000, 9));
+	EXPECT_EQ(c.status, 0);
+	EXPECT_EQ(c.bytes, 300000u);
+	EXPECT_EQ(c.tag, 9u);
+	EXPECT_TRUE(holds_file(dev.data() + 1000, 12345, 300000));
+	EXPECT_EQ(dev.data()[999], guard_byte) << "wrote before the range";
+	EXPECT_EQ(dev.data()[301000], guard_byte) << "wrote past the range";
+	EXPECT_TRUE(dev.guards_intact());
+	EXPECT_EQ(fake_cuda_copies(), 5) << "one copy per 64 KiB chunk";
+	EXPECT_EQ(loop.stats().bytes, 300000u);
+}
+
+/* 6 producers, 300 requests each of up to 200 KB through 4 chunks of
+ * staging, events that need polling: each completes once, whole, its
+ * bytes where it asked. */
+TEST_F(IoLoopDeviceTest, ManyProducersShareFewChunks)
+{
+	constexpr int producers = 6, per_producer = 300;
+	constexpr std::size_t region = 256 << 10;
+	DeviceMemory dev(producers * region);
+	test::LoopBuffers b = buffers(4);
+	GpuMapping staging = cuda_->map(*b.reg);
+	fake_cuda_event_polls(3);
+	const IoLoopDeviceBuffer d{dev.address(), dev.len};
+	IoLoop loop(*ctx_, *b.reg, options({&d, 1}, 32));
+	IoLoopClient client(loop.host_queue());
+	const std::uint32_t f = loop.add_file(file_.fd());
+	std::atomic<int> wrong{0};
+
+	test::on_threads(producers, [&](int p) {
+		std::mt19937_64 rng(static_cast<unsigned>(p));
+		char *mine = dev.data() + static_cast<std::size_t>(p) * region;
+		for (int i = 0; i < per_producer; i++) {
+			const std::uint64_t len = 1 + rng() % 200000;
+			const std::uint64_t off = rng() % (file_bytes - len);
+			const std::uint64_t at = rng() % (region - len);
+			const auto tag = static_cast<std::uint64_t>(p) << 32 |
+					 static_cast<unsigned>(i);
+			const IoCompletion c = client.wait(
+				client.read_device(f, off, len, 0,
+						   static_cast<std::uint64_t>(p) * region + at,
+						   tag));
+			if (c.status || c.bytes != len || c.tag != tag ||
+			    !holds_file(mine + at, off, len))
+				wrong++;
+		}
+	});
+	EXPECT_EQ(wrong.load(), 0);
+	EXPECT_TRUE(dev.guards_intact());
+	const IoLoopStats s = loop.stats();
+	EXPECT_EQ(s.completed, std::uint64_t{producers} * per_producer);
+	EXPECT_EQ(s.failed, 0u);
+}
+
+/* Requests outside what the loop may touch complete with an error, and
+ * nothing reaches device memory or the staging. */
+TEST_F(IoLoopDeviceTest, HostileRequestsAreRefusedAndWriteNothing)
+{
+	DeviceMemory dev(64 << 10);
+	test::LoopBuffers b = buffers(2, {4096});
+	std::fill_n(b.data(0), 2 * chunk, guard_byte);
+	const IoLoopDeviceBuffer d{dev.address(), dev.len};
+	IoLoop loop(*ctx_, *b.reg, options({&d, 1}));
+	IoLoopClient client(loop.host_queue());
+	const std::uint32_t f = loop.add_file(file_.fd());
+	const int wronly = ::open(file_.path().c_str(), O_WRONLY);
+	ASSERT_GE(wronly, 0);
+	const std::uint32_t w = loop.add_file(wronly);
+	struct Case {
+		const char *what;
+		std::int64_t ticket;
+		int status;
+	};
+	const Case cases[] = {
+		{"no such device buffer", client.read_device(f, 0, 10, 1, 0), -EINVAL},
+		{"past the device buffer", client.read_device(f, 0, 10, 0, (64 << 10) - 9),
+		 -EINVAL},
+		{"an offset past it", client.read_device(f, 0, 1, 0, ~0ull), -EINVAL},
+		{"a host read into the staging", client.read(f, 0, 10, 0, 0), -EINVAL},
+		{"a write from the staging", client.write(w, 0, 10, 0, 0), -EINVAL},
+		{"a file not open for reading", client.read_device(w, 0, 10, 0, 0), -EACCES},
+		{"no such file", client.read_device(77, 0, 10, 0, 0), -EBADF},
+	};
+	for (const Case &c : cases) {
+		const IoCompletion got = client.wait(c.ticket);
+		EXPECT_EQ(got.status, c.status) << c.what;
+		EXPECT_EQ(got.bytes, 0u) << c.what;
+	}
+	EXPECT_EQ(std::count(dev.mem.begin(), dev.mem.end(), guard_byte),
+		  static_cast<std::ptrdiff_t>(dev.mem.size()));
+	EXPECT_EQ(std::count(b.data(0), b.data(0) + 2 * chunk, guard_byte),
+		  static_cast<std::ptrdiff_t>(2 * chunk));
+	EXPECT_EQ(fake_cuda_copies(), 0);
+	::close(wronly);
+}
+
+/* Without an engine a device read is an unknown operation. */
+TEST_F(IoLoopDeviceTest, ALoopWithoutDeviceReadsRefusesThem)
+{
+	DeviceMemory dev(4096);
+	test::LoopBuffers b = buffers(1);
+	IoLoop loop(*ctx_, *b.reg, test::loop_options(32, 1));
+	IoLoopClient client(loop.host_queue());
+	const std::uint32_t f = loop.add_file(file_.fd());
+
+	EXPECT_EQ(client.wait(client.read_device(f, 0, 10, 0, 0)).status, -EINVAL);
+	EXPECT_EQ(client.wait(client.read(f, 0, 10, 0, 0)).status, 0)
+		<< "buffer 0 is an ordinary buffer here";
+}
+
+/* The copy's own failures are the request's status, with no bytes; the
+ * next copies work again, and every chunk came back. */
+TEST_F(IoLoopDeviceTest, TheCopysFailuresAreTheStatus)
+{
+	DeviceMemory dev(1 << 20);
+	test::LoopBuffers b = buffers(2);
+	const IoLoopDeviceBuffer d{dev.address(), dev.len};
+	IoLoop loop(*ctx_, *b.reg, options({&d, 1}));
+	IoLoopClient client(loop.host_queue());
+	const std::uint32_t f = loop.add_file(file_.fd());
+
+	fake_cuda_fail_copies(2); // CUDA_ERROR_OUT_OF_MEMORY
+	IoCompletion c = client.wait(client.read_device(f, 0, 3 * chunk, 0, 0));
+	EXPECT_EQ(c.status, -ENOMEM);
+	EXPECT_EQ(c.bytes, 0u);
+	fake_cuda_fail_copies(0);
+	fake_cuda_fail_events(999); // CUDA_ERROR_UNKNOWN
+	c = client.wait(client.read_device(f, 0, 3 * chunk, 0, 0));
+	EXPECT_EQ(c.status, -EIO);
+	EXPECT_EQ(c.bytes, 0u);
+	fake_cuda_fail_events(0);
+	for (int i = 0; i < 20; i++) { // more chunks than there are: all came back
+		c = client.wait(client.read_device(f, 4096, 3 * chunk, 0, 0));
+		ASSERT_EQ(c.status, 0) << i;
+		ASSERT_EQ(c.bytes, 3 * chunk);
+	}
+	EXPECT_TRUE(holds_file(dev.data(), 4096, 3 * chunk));
+}
+
+/* A read meeting the end of the file: -ENODATA, and the bytes it read are
+ * in device memory. */
+TEST_F(IoLoopDeviceTest, EndOfFileIsENODATAWithTheBytesRead)
+{
+	DeviceMemory dev(1 << 20);
+	test::LoopBuffers b = buffers(2);
+	const IoLoopDeviceBuffer d{dev.address(), dev.len};
+	IoLoop loop(*ctx_, *b.reg, options({&d, 1}));
+	IoLoopClient client(loop.host_queue());
+	const std::uint32_t f = loop.add_file(file_.fd());
+
+	const IoCompletion c = client.wait(client.read_device(f, file_bytes - 1000, 200000, 0, 0));
+	EXPECT_EQ(c.status, -ENODATA);
+	EXPECT_EQ(c.bytes, 1000u);
+	EXPECT_TRUE(holds_file(dev.data(), file_bytes - 1000, 1000));
+	EXPECT_EQ(dev.data()[1000], guard_byte);
+}
+
+TEST_F(IoLoopDeviceTest, BadStagingIsEINVAL)
+{
+	DeviceMemory dev(4096);
+	const IoLoopDeviceBuffer d{dev.address(), dev.len};
+	test::LoopBuffers small(*ctx_, {chunk - 1}, {}, 64);
+	test::LoopBuffers ro(*ctx_, {chunk}, {Access::ReadOnly}, 64);
+	test::LoopBuffers ok = buffers(1);
+	struct Case {
+		const char *what;
+		const test::LoopBuffers &b;
+		std::uint32_t staging;
+		std::size_t chunk_bytes;
+	};
+	const Case cases[] = {{"smaller than a chunk", small, 0, chunk},
+			      {"read-only", ro, 0, chunk},
+			      {"no such buffer", ok, 1, chunk},
+			      {"chunks of 0 bytes", ok, 0, 0}};
+	for (const Case &c : cases) {
+		IoLoopOptions o = options({&d, 1});
+		o.device.staging = c.staging;
+		o.device.chunk_bytes = c.chunk_bytes;
+		const Error e = expect_error([&] { IoLoop loop(*ctx_, *c.b.reg, o); });
+		EXPECT_EQ(e.err(), EINVAL) << c.what;
+		EXPECT_EQ(e.step(), Step::Validate) << c.what;
+	}
+}
+
+/* stop() while producers read into device memory: every request ends
+ * whole or cancelled, none lost, and the copies all ended before it
+ * returned. */
+TEST_F(IoLoopDeviceTest, StopWithCopiesInFlightCompletesEveryOne)
+{
+	constexpr int producers = 4;
+	constexpr std::uint64_t len = 192 << 10;
+	DeviceMemory dev(producers * len);
+	test::LoopBuffers b = buffers(3);
+	fake_cuda_event_polls(2);
+	const IoLoopDeviceBuffer d{dev.address(), dev.len};
+	std::uint64_t published = 0;
+
+	for (int attempt = 0; attempt < 5 && !HasFailure(); attempt++) {
+		IoLoop loop(*ctx_, *b.reg, options({&d, 1}));
+		IoLoopClient client(loop.host_queue());
+		const std::uint32_t f = loop.add_file(file_.fd());
+		const test::StopRace race = test::stop_while_producing(
+			loop, client, producers, 50, len, [&](int p, std::uint64_t i) {
+				return client.read_device(f, (i * 4096) % (file_bytes - len), len,
+							  0, static_cast<std::uint64_t>(p) * len);
+			});
+		EXPECT_TRUE(loop.stopped());
+		EXPECT_EQ(race.other, 0u);
+		EXPECT_EQ(race.whole + race.cancelled, race.published);
+		EXPECT_EQ(loop.stats().completed, race.published);
+		EXPECT_EQ(loop.stats().undelivered, 0u);
+		published += race.published;
+	}
+	EXPECT_GT(published, 0u);
+	EXPECT_TRUE(dev.guards_intact());
+}
+
+} // namespace
+} // namespace svmbatch
