@@ -13,6 +13,10 @@
 //    copies these.  Requests/s, GB/s, and each request's latency from
 //    publish to completion (GPU globaltimer).  Without the copy
 //    (loop_no_copy), one buffer, one batch at a time.
+//  - loop_device: the kernel asks with svmbatch_read_device() for each
+//    piece into device memory; the loop reads it into a chunk of its
+//    staging and a CudaCopyEngine copies the chunk there (the copy engines,
+//    as the pipeline's copies); double-buffered as the loop.
 //  - host pipeline: a Reader reads the same pieces into registered host
 //    buffers, a batch at a time, and one cudaMemcpyAsync per batch copies
 //    the batch's pieces (contiguous in the staging buffers and in device
@@ -31,7 +35,8 @@
 //
 //   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N] [--warps N]
 //                [--sizes BYTES] [--io-threads N] [--max-batch N] [--spin-us N]
-//                [--poll-ns N] [--fast-poll-ns N] [--machine TEXT] [--commit TEXT]
+//                [--poll-ns N] [--fast-poll-ns N] [--copy-streams N]
+//                [--staging-mib N] [--machine TEXT] [--commit TEXT]
 //
 // --small-gib is the file for 4 KiB requests (a million requests a GiB).
 #include <cuda_runtime_api.h>
@@ -73,9 +78,12 @@ using svmbatch::bench::check;
 using svmbatch::bench::DeviceBuffer;
 
 /// The pump's options (--io-threads, --max-batch, --spin-us), the GPU's
-/// polling (--poll-ns, --fast-poll-ns), and the machine (--machine).
+/// polling (--poll-ns, --fast-poll-ns), the device reads' copy streams and
+/// staging (--copy-streams, --staging-mib), and the machine (--machine).
 struct Tuning {
 	svmbatch::IoLoopOptions loop;
+	unsigned copy_streams = 4;
+	std::size_t staging_bytes = std::size_t{256} << 20;
 	std::uint32_t max_poll_ns = SVMBATCH_GPU_MAX_POLL_NS;
 	std::uint32_t fast_poll_ns = SVMBATCH_GPU_FAST_POLL_NS;
 	std::string machine = "unnamed";
@@ -212,6 +220,65 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 			     copy ? ", copied to device memory" : "", m.gbps.back(), m.rps.back(),
 			     percentile_us(run.latency_ns, 0.5).value_or(-1),
 			     percentile_us(run.latency_ns, 0.99).value_or(-1));
+	}
+	return m;
+}
+
+/// The loop's reads into device memory: the staging (one registered,
+/// GPU-mapped buffer cut in request-sized chunks), a CudaCopyEngine, and
+/// the kernel asking svmbatch_read_device() into a device sink,
+/// double-buffered like the loop with copy.
+Measured run_loop_device(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
+			 std::uint64_t file_len, std::uint64_t size, unsigned blocks,
+			 unsigned warps, unsigned max_lanes, int reps, const Tuning &tune)
+{
+	const unsigned nwarps = blocks * warps;
+	const auto lanes = static_cast<unsigned>(
+		std::min<std::uint64_t>(max_lanes,
+					std::min<std::uint64_t>(32, WarpBuffers::buf_len / size)));
+	const std::uint64_t set = std::uint64_t{lanes} * size;
+	AnonMemory staging(tune.staging_bytes);
+	svmbatch::Buffer sb{staging.get(), tune.staging_bytes};
+	svmbatch::Registration reg = ctx.register_buffers({&sb, 1});
+	svmbatch::GpuMapping mapped = cuda.map(reg); // the copies are DMA
+	const std::uint64_t sink_bytes = std::uint64_t{nwarps} * 2 * set;
+	DeviceBuffer sink(sink_bytes);
+	svmbatch::CudaCopyEngine engine(cuda, tune.copy_streams);
+	const svmbatch::IoLoopDeviceBuffer dev{reinterpret_cast<std::uintptr_t>(sink.get()),
+					       sink_bytes};
+	svmbatch::IoLoopOptions lo = loop_options(tune, cuda);
+	lo.device.engine = &engine;
+	lo.device.buffers = {&dev, 1};
+	lo.device.staging = 0;
+	lo.device.chunk_bytes = std::min<std::uint64_t>(size, 1 << 20);
+	const std::vector<std::uint64_t> unused(nwarps, 0);
+
+	Measured m;
+	for (int r = 0; r < reps; r++) {
+		svmbatch::IoLoop loop(ctx, reg, lo);
+		std::uint32_t file = loop.add_file(fd);
+		svmbatch::device::GpuQueue q(loop.device_queue(), tune.max_poll_ns,
+					     tune.fast_poll_ns);
+		svmbatch::device::IoRun run =
+			svmbatch::device::read_pieces(q, file, file_len, size, unused, size, blocks,
+						      warps, lanes, false, false, set, 2 * set);
+		loop.stop();
+		m.gbps.push_back(static_cast<double>(run.bytes) / run.seconds / 1e9);
+		m.rps.push_back(static_cast<double>(run.requests) / run.seconds);
+		m.requests = run.requests;
+		m.errors += run.errors;
+		if (r == reps - 1) {
+			m.p50_us = percentile_us(run.latency_ns, 0.50);
+			m.p99_us = percentile_us(run.latency_ns, 0.99);
+		}
+		std::fprintf(
+			stderr,
+			"  loop_device %7llu B, %u x %u warps x %u lanes, %u streams: %.2f GB/s, "
+			"%.0f requests/s, p50 %.1f us, p99 %.1f us\n",
+			static_cast<unsigned long long>(size), blocks, warps, lanes,
+			tune.copy_streams, m.gbps.back(), m.rps.back(),
+			percentile_us(run.latency_ns, 0.5).value_or(-1),
+			percentile_us(run.latency_ns, 0.99).value_or(-1));
 	}
 	return m;
 }
@@ -612,6 +679,12 @@ const char *const method =
 	"the whole kernel run; latency from publish to completion on the GPU's globaltimer, "
 	"percentiles of the last rep\", "
 	"\"loop_no_copy\": \"the same, the warp not reading the delivered bytes\", "
+	"\"loop_device\": \"the kernel as the loop's, double-buffered, asking with "
+	"svmbatch_read_device() into device memory: the IoLoop reads each piece with "
+	"READ_FIXED into a request-sized chunk of its staging (one registered, GPU-mapped "
+	"buffer, --staging-mib), a CudaCopyEngine copies the chunk to the device "
+	"(cuMemcpyHtoDAsync on --copy-streams streams, an event each, one polling thread), "
+	"and the completion is published when the copy ended; the warp copies nothing\", "
 	"\"host_pipeline\": \"a Reader (READ_FIXED) reads a batch of pieces (a quarter of "
 	"up to 8192 staging buffers, 256 MiB at most) while one cudaMemcpyAsync per earlier "
 	"batch (its pieces are contiguous in staging and device memory) runs on one of four "
@@ -644,7 +717,9 @@ const char *const method =
 	"the batch while the next batches are copied, rate from the first copy to the last "
 	"write's end\", "
 	"\"files\": \"tmpfs (--dir), pattern bytes, in the page cache\", "
-	"\"figures\": \"medians of --reps runs\"}";
+	"\"figures\": \"medians of --reps runs; the summary's loop_over_host_1MiB and "
+	"loop_1MiB_GBps are loop_device's (the loop's way into device memory), "
+	"loop_mapped_over_host_1MiB the loop's with the warp's own copy\"}";
 
 int run(const std::string &dir, double gib, double small_gib, int reps, unsigned warps,
 	const Tuning &tune, const std::vector<std::uint64_t> &sizes)
@@ -662,7 +737,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 	svmbatch::CudaBackend cuda;
 
 	std::string rows;
-	Measured loop1m, host1m, loop4k, host4k;
+	Measured loop1m, mapped1m, host1m, loop4k, host4k;
 	std::uint64_t errors = 0;
 	for (std::uint64_t size : sizes) {
 		const bool is_small = size == (4u << 10);
@@ -674,18 +749,23 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		// not reading them.
 		Measured d =
 			run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, false, reps, tune);
+		Measured dev =
+			run_loop_device(ctx, cuda, fd, len, size, blocks, warps, 32, reps, tune);
 		Measured h = run_host(ctx, cuda, fd, len, size, reps);
-		errors += l.errors + d.errors + h.errors;
+		errors += l.errors + d.errors + dev.errors + h.errors;
 		rows += std::string(rows.empty() ? "" : ",\n") +
 			"    {\"request_bytes\": " + std::to_string(size) +
 			", \"file_bytes\": " + std::to_string(len) +
 			", \"loop\": " + measured_json(l) +
 			",\n     \"loop_no_copy\": " + measured_json(d) +
+			",\n     \"loop_device\": " + measured_json(dev) +
 			",\n     \"host_pipeline\": " + measured_json(h) +
 			", \"loop_over_host\": " + std::to_string(median(l.gbps) / median(h.gbps)) +
-			"}";
+			", \"loop_device_over_host\": " +
+			std::to_string(median(dev.gbps) / median(h.gbps)) + "}";
 		if (size == (1u << 20)) {
-			loop1m = l;
+			loop1m = dev;
+			mapped1m = l;
 			host1m = h;
 		}
 		if (is_small) {
@@ -739,6 +819,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		    "\"loop_over_host_1MiB\": %s, \"loop_4KiB_rps\": %.0f, "
 		    "\"write_1MiB_GBps\": %.3f, \"host_write_1MiB_GBps\": %.3f, "
 		    "\"loop_1MiB_GBps\": %.3f, \"host_pipeline_1MiB_GBps\": %.3f, "
+		    "\"loop_mapped_over_host_1MiB\": %s, \"copy_streams\": %u, "
 		    "\"host_pipeline_4KiB_rps\": %.0f, \"loop_over_host_4KiB\": %s, "
 		    "\"p50_us_4KiB_full_load\": %s, \"p99_us_4KiB_full_load\": %s, "
 		    "\"in_flight_at_full_load\": %u, \"pump_idle_cpu_percent\": %.3f, "
@@ -749,7 +830,9 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		    number_or_null(one.m.p99_us).c_str(),
 		    ratio_or_null(median(loop1m.gbps), median(host1m.gbps)).c_str(),
 		    median(loop4k.rps), median(lw.gbps), median(hw.gbps), median(loop1m.gbps),
-		    median(host1m.gbps), median(host4k.rps),
+		    median(host1m.gbps),
+		    ratio_or_null(median(mapped1m.gbps), median(host1m.gbps)).c_str(),
+		    tune.copy_streams, median(host4k.rps),
 		    ratio_or_null(median(loop4k.gbps), median(host4k.gbps)).c_str(),
 		    number_or_null(loop4k.p50_us).c_str(), number_or_null(loop4k.p99_us).c_str(),
 		    blocks * warps * 32 * 2, idle_pct, static_cast<unsigned long long>(errors));
@@ -796,6 +879,11 @@ int main(int argc, char **argv)
 		else if (opt == "--fast-poll-ns")
 			tune.fast_poll_ns =
 				static_cast<std::uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
+		else if (opt == "--copy-streams")
+			tune.copy_streams =
+				static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
+		else if (opt == "--staging-mib")
+			tune.staging_bytes = std::strtoull(argv[i + 1], nullptr, 10) << 20;
 		else if (opt == "--spin-us")
 			tune.loop.spin = std::chrono::microseconds(std::atoll(argv[i + 1]));
 	}

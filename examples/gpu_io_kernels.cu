@@ -121,6 +121,10 @@ struct PieceArgs {
 	unsigned lanes;
 	bool copy;
 	unsigned char *sink; ///< per warp, slice * lanes bytes of device memory
+	/// Nonzero: the lanes ask for their pieces into device buffer 0 of the
+	/// loop (svmbatch_read_device()), each warp's slices at warp *
+	/// device_stride.
+	unsigned long long device_stride;
 	unsigned long long *latency_ns;
 	unsigned long long *errors;
 	unsigned long long *start_ns, *published_ns, *end_ns; ///< or nullptr
@@ -153,8 +157,14 @@ __device__ __forceinline__ Batch ask_batch(const PieceArgs &a, unsigned warp, un
 	const unsigned long long i = b.first + lane;
 	if (lane < a.lanes && i < a.npieces) {
 		b.t0 = now_ns();
-		b.ticket = svmbatch_read(a.q, a.file, i * a.size, a.size, warp,
-					 base + lane * a.slice, i);
+		if (a.device_stride)
+			b.ticket =
+				svmbatch_read_device(a.q, a.file, i * a.size, a.size, 0,
+						     warp * a.device_stride + base + lane * a.slice,
+						     i);
+		else
+			b.ticket = svmbatch_read(a.q, a.file, i * a.size, a.size, warp,
+						 base + lane * a.slice, i);
 		b.t1 = now_ns();
 	}
 	return b;
@@ -374,7 +384,7 @@ std::vector<std::uint64_t> read_and_checksum(const GpuQueue &q, std::uint32_t fi
 IoRun read_pieces(const GpuQueue &q, std::uint32_t file, std::uint64_t file_bytes,
 		  std::uint64_t size, const std::vector<std::uint64_t> &warp_buffers,
 		  std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes, bool copy,
-		  bool stamps, std::uint64_t second)
+		  bool stamps, std::uint64_t second, std::uint64_t device_stride)
 {
 	const std::uint64_t npieces = file_bytes / size;
 	const std::size_t nwarps = std::size_t{blocks} * warps;
@@ -396,6 +406,7 @@ IoRun read_pieces(const GpuQueue &q, std::uint32_t file, std::uint64_t file_byte
 		    lanes,
 		    copy,
 		    sink.p,
+		    device_stride,
 		    lat.p,
 		    d_errors.p,
 		    stamps ? t_start.p : nullptr,

@@ -79,10 +79,14 @@ struct IoRun {
 /// slices at that offset, and the warp asks for its next pieces into one
 /// set before it waits for (and copies) the pieces in the other; a
 /// piece's latency then includes the end of the copy before its wait.
+/// device_stride, nonzero: the lanes ask with svmbatch_read_device() into
+/// device buffer 0 of the loop (IoLoopOptions::device), warp w's slices
+/// at w * device_stride (the second set, if any, at second past them);
+/// warp_buffers is then not read, and copy must be false.
 IoRun read_pieces(const GpuQueue &q, std::uint32_t file, std::uint64_t file_bytes,
 		  std::uint64_t size, const std::vector<std::uint64_t> &warp_buffers,
 		  std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes, bool copy,
-		  bool stamps = false, std::uint64_t second = 0);
+		  bool stamps = false, std::uint64_t second = 0, std::uint64_t device_stride = 0);
 
 /// The file's bytes in device memory: io_pattern(0 .. bytes), freed on
 /// destruction.

@@ -11,7 +11,7 @@
 # runs the CUDA tests (googletest, real driver), the example and the
 # benchmark, and writes under $OUT:
 #   env.txt  build.log  cuda-tests.log  cuda_scatter_read.log  cuda-bench.json  cuda-bench.log
-#   pipeline-bench.json  pipeline-bench.log  gpu-io-loop.log  gpu-io-write.log
+#   pipeline-bench.json  pipeline-bench.log  gpu-io-loop.log  gpu-io-tests.log
 #   gpu-io-bench.json  gpu-io-bench.log
 #   python-build.log  python-tests.log  torch-cpp-tests.log  torch-bench.json  torch-bench.log
 # Ends with "N passed, N failed" over: build, ABI check, tests, example,
@@ -156,9 +156,10 @@ if want cuda || want pipeline || want gpuio || want torch; then
 fi
 if want cuda; then
 	step cuda-abi-check cmake --build "$work/build" --target cuda_abi_check
-	# The GPU-driven write test is the gpuio group's.
+	# The GPU-driven I/O tests are the gpuio group's.
 	step cuda-tests gtest_all_ran "$work/build/examples/cuda_device_tests" \
-		--gtest_filter='-CudaDevice.AKernelWrites*' >"$OUT/cuda-tests.log" 2>&1
+		--gtest_filter='-CudaDevice.AKernelWrites*:CudaDevice.DeviceReads*' \
+		>"$OUT/cuda-tests.log" 2>&1
 	grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) |^#|Failure|Expected|Which|actual' "$OUT/cuda-tests.log" | head -60
 	step cuda_scatter_read "$work/build/examples/cuda_scatter_read" --buffers 2000 --dir /tmp \
 		>"$OUT/cuda_scatter_read.log" 2>&1
@@ -179,17 +180,19 @@ fi
 # GPU-driven I/O (IoLoop, <svmbatch/gpu_io/device.cuh>): a persistent kernel reads
 # a 4 GiB file in random pieces and checksums them against the CPU's, a
 # kernel writes a 4 GiB file in random pieces that the CPU reads back byte
-# for byte (cuda_device_tests' GPU-driven write test), then the benchmark
+# for byte, device reads through the copy engine land byte for byte
+# (cuda_device_tests' GPU-driven I/O tests), then the benchmark
 # against the host-driven pipelines.  Each under a timeout: a protocol bug
 # would hang the kernel.
 if want gpuio; then
 	step gpu-io-loop timeout 300 "$work/build/examples/gpu_io_loop" --gib 4 --dir /dev/shm \
 		>"$OUT/gpu-io-loop.log" 2>&1
 	cat "$OUT/gpu-io-loop.log"
-	step gpu-io-write gtest_all_ran timeout 300 "$work/build/examples/cuda_device_tests" \
-		--gtest_filter='CudaDevice.AKernelWrites*' >"$OUT/gpu-io-write.log" 2>&1
+	step gpu-io-tests gtest_all_ran timeout 300 "$work/build/examples/cuda_device_tests" \
+		--gtest_filter='CudaDevice.AKernelWrites*:CudaDevice.DeviceReads*' \
+		>"$OUT/gpu-io-tests.log" 2>&1
 	grep -E '^\[ +(OK|FAILED|SKIPPED|PASSED) |^#|Failure|Expected|Which|actual' \
-		"$OUT/gpu-io-write.log"
+		"$OUT/gpu-io-tests.log"
 	machine="$(nvidia-smi --query-gpu=name,pcie.link.gen.max,pcie.link.width.max \
 		--format=csv,noheader | head -n 1), $(nproc) cores, kernel $(uname -r)"
 	step gpu-io-bench timeout 420 "$work/build/examples/gpu_io_bench" --dir /dev/shm --gib 4 \
