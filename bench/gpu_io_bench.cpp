@@ -16,7 +16,10 @@
 //  - loop_device: the kernel asks with svmbatch_read_device() for each
 //    piece into device memory; the loop reads it into a chunk of its
 //    staging and a CudaCopyEngine copies the chunk there (the copy engines,
-//    as the pipeline's copies); double-buffered as the loop.
+//    as the pipeline's copies); double-buffered as the loop.  Only with
+//    --device-reads 1: the copy engine rows below say why.
+//  - copy engine: cudaMemcpyAsync's rate idle and beside a resident
+//    kernel (one warp, 16, the loop's grid) polling host memory.
 //  - host pipeline: a Reader reads the same pieces into registered host
 //    buffers, a batch at a time, and one cudaMemcpyAsync per batch copies
 //    the batch's pieces (contiguous in the staging buffers and in device
@@ -35,7 +38,7 @@
 //
 //   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N] [--warps N]
 //                [--sizes BYTES] [--io-threads N] [--max-batch N] [--spin-us N]
-//                [--poll-ns N] [--fast-poll-ns N] [--copy-streams N]
+//                [--poll-ns N] [--fast-poll-ns N] [--device-reads 0|1] [--copy-streams N]
 //                [--staging-mib N] [--machine TEXT] [--commit TEXT]
 //
 // --small-gib is the file for 4 KiB requests (a million requests a GiB).
@@ -82,6 +85,7 @@ using svmbatch::bench::DeviceBuffer;
 /// staging (--copy-streams, --staging-mib), and the machine (--machine).
 struct Tuning {
 	svmbatch::IoLoopOptions loop;
+	bool device_reads = false;
 	unsigned copy_streams = 4;
 	std::size_t staging_bytes = std::size_t{256} << 20;
 	std::uint32_t max_poll_ns = SVMBATCH_GPU_MAX_POLL_NS;
@@ -684,7 +688,8 @@ const char *const method =
 	"READ_FIXED into a request-sized chunk of its staging (one registered, GPU-mapped "
 	"buffer, --staging-mib), a CudaCopyEngine copies the chunk to the device "
 	"(cuMemcpyHtoDAsync on --copy-streams streams, an event each, one polling thread), "
-	"and the completion is published when the copy ended; the warp copies nothing\", "
+	"and the completion is published when the copy ended; the warp copies nothing; "
+	"only with --device-reads 1\", "
 	"\"host_pipeline\": \"a Reader (READ_FIXED) reads a batch of pieces (a quarter of "
 	"up to 8192 staging buffers, 256 MiB at most) while one cudaMemcpyAsync per earlier "
 	"batch (its pieces are contiguous in staging and device memory) runs on one of four "
@@ -717,9 +722,12 @@ const char *const method =
 	"the batch while the next batches are copied, rate from the first copy to the last "
 	"write's end\", "
 	"\"files\": \"tmpfs (--dir), pattern bytes, in the page cache\", "
-	"\"figures\": \"medians of --reps runs; the summary's loop_over_host_1MiB and "
-	"loop_1MiB_GBps are loop_device's (the loop's way into device memory), "
-	"loop_mapped_over_host_1MiB the loop's with the warp's own copy\"}";
+	"\"copy_engine\": \"cudaMemcpyAsync of 1 MiB from pinned host memory on four "
+	"non-blocking streams while a kernel of blocks x warps warps (none: idle) sits "
+	"resident, one lane a warp polling a mapped flag; rate from the first copy to the "
+	"streams' end\", "
+	"\"figures\": \"medians of --reps runs; loop_device only with --device-reads 1 "
+	"(null in the summary without it)\"}";
 
 int run(const std::string &dir, double gib, double small_gib, int reps, unsigned warps,
 	const Tuning &tune, const std::vector<std::uint64_t> &sizes)
@@ -737,7 +745,26 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 	svmbatch::CudaBackend cuda;
 
 	std::string rows;
-	Measured loop1m, mapped1m, host1m, loop4k, host4k;
+	// The copy engines beside a resident kernel: idle, a warp, 16, and
+	// the loop's whole grid.
+	const std::vector<std::pair<unsigned, unsigned>> residents{{0, 0},
+								   {1, 1},
+								   {16, 1},
+								   {blocks, warps}};
+	std::vector<svmbatch::device::H2dRate> h2d;
+	std::string copy_rows;
+	for (const auto &[b, w] : residents) {
+		h2d.push_back(svmbatch::device::h2d_beside_kernel(b, w, 1 << 20));
+		char row[160];
+		std::snprintf(row, sizeof(row),
+			      R"(%s{"blocks": %u, "warps": %u, "copies": %u, "GBps": %.3f})",
+			      copy_rows.empty() ? "" : ", ", b, w, h2d.back().copies,
+			      h2d.back().gbps);
+		copy_rows += row;
+		std::fprintf(stderr, "  copy engine beside %u x %u warps: %.2f GB/s\n", b, w,
+			     h2d.back().gbps);
+	}
+	Measured loop1m, device1m, host1m, loop4k, host4k;
 	std::uint64_t errors = 0;
 	for (std::uint64_t size : sizes) {
 		const bool is_small = size == (4u << 10);
@@ -749,24 +776,31 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		// not reading them.
 		Measured d =
 			run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, false, reps, tune);
-		Measured dev =
-			run_loop_device(ctx, cuda, fd, len, size, blocks, warps, 32, reps, tune);
+		// Device reads only when asked: their copies crawl beside the
+		// resident kernel where copy_engine says so.
+		std::optional<Measured> dev;
+		if (tune.device_reads)
+			dev = run_loop_device(ctx, cuda, fd, len, size, blocks, warps, 32, reps,
+					      tune);
 		Measured h = run_host(ctx, cuda, fd, len, size, reps);
-		errors += l.errors + d.errors + dev.errors + h.errors;
+		errors += l.errors + d.errors + (dev ? dev->errors : 0) + h.errors;
 		rows += std::string(rows.empty() ? "" : ",\n") +
 			"    {\"request_bytes\": " + std::to_string(size) +
 			", \"file_bytes\": " + std::to_string(len) +
 			", \"loop\": " + measured_json(l) +
 			",\n     \"loop_no_copy\": " + measured_json(d) +
-			",\n     \"loop_device\": " + measured_json(dev) +
+			(dev ? ",\n     \"loop_device\": " + measured_json(*dev) +
+					 ", \"loop_device_over_host\": " +
+					 ratio_or_null(median(dev->gbps), median(h.gbps)) :
+			       std::string()) +
 			",\n     \"host_pipeline\": " + measured_json(h) +
 			", \"loop_over_host\": " + std::to_string(median(l.gbps) / median(h.gbps)) +
-			", \"loop_device_over_host\": " +
-			std::to_string(median(dev.gbps) / median(h.gbps)) + "}";
+			"}";
 		if (size == (1u << 20)) {
-			loop1m = dev;
-			mapped1m = l;
+			loop1m = l;
 			host1m = h;
+			if (dev)
+				device1m = *dev;
 		}
 		if (is_small) {
 			loop4k = l;
@@ -814,25 +848,27 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 	std::printf("{\n  %s,\n  \"machine_text\": %s,\n  \"sms\": %u,\n"
 		    "  \"warps_per_block\": %u,\n  \"dir\": %s,\n"
 		    "  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"fast_poll_ns\": %u,\n"
-		    "  \"io_threads\": %u,\n  \"pump_idle\": %s,\n  \"results\": [\n%s\n  ],\n"
+		    "  \"io_threads\": %u,\n  \"pump_idle\": %s,\n  \"copy_engine\": [%s],\n"
+		    "  \"results\": [\n%s\n  ],\n"
 		    "  \"summary\": {\"one_request_p50_us\": %s, \"one_request_p99_us\": %s, "
 		    "\"loop_over_host_1MiB\": %s, \"loop_4KiB_rps\": %.0f, "
 		    "\"write_1MiB_GBps\": %.3f, \"host_write_1MiB_GBps\": %.3f, "
 		    "\"loop_1MiB_GBps\": %.3f, \"host_pipeline_1MiB_GBps\": %.3f, "
-		    "\"loop_mapped_over_host_1MiB\": %s, \"copy_streams\": %u, "
+		    "\"loop_device_over_host_1MiB\": %s, \"copy_streams\": %u, "
+		    "\"h2d_GBps_idle\": %.3f, \"h2d_GBps_beside_the_kernel\": %.3f, "
 		    "\"host_pipeline_4KiB_rps\": %.0f, \"loop_over_host_4KiB\": %s, "
 		    "\"p50_us_4KiB_full_load\": %s, \"p99_us_4KiB_full_load\": %s, "
 		    "\"in_flight_at_full_load\": %u, \"pump_idle_cpu_percent\": %.3f, "
 		    "\"errors\": %llu}\n}\n",
 		    header.c_str(), svmbatch::json::quote(tune.machine).c_str(), blocks, warps,
 		    svmbatch::json::quote(dir).c_str(), reps, tune.max_poll_ns, tune.fast_poll_ns,
-		    tune.loop.io.threads, idle, rows.c_str(), number_or_null(one.m.p50_us).c_str(),
-		    number_or_null(one.m.p99_us).c_str(),
+		    tune.loop.io.threads, idle, copy_rows.c_str(), rows.c_str(),
+		    number_or_null(one.m.p50_us).c_str(), number_or_null(one.m.p99_us).c_str(),
 		    ratio_or_null(median(loop1m.gbps), median(host1m.gbps)).c_str(),
 		    median(loop4k.rps), median(lw.gbps), median(hw.gbps), median(loop1m.gbps),
 		    median(host1m.gbps),
-		    ratio_or_null(median(mapped1m.gbps), median(host1m.gbps)).c_str(),
-		    tune.copy_streams, median(host4k.rps),
+		    ratio_or_null(median(device1m.gbps), median(host1m.gbps)).c_str(),
+		    tune.copy_streams, h2d.front().gbps, h2d.back().gbps, median(host4k.rps),
 		    ratio_or_null(median(loop4k.gbps), median(host4k.gbps)).c_str(),
 		    number_or_null(loop4k.p50_us).c_str(), number_or_null(loop4k.p99_us).c_str(),
 		    blocks * warps * 32 * 2, idle_pct, static_cast<unsigned long long>(errors));
@@ -879,6 +915,8 @@ int main(int argc, char **argv)
 		else if (opt == "--fast-poll-ns")
 			tune.fast_poll_ns =
 				static_cast<std::uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
+		else if (opt == "--device-reads")
+			tune.device_reads = std::atoi(argv[i + 1]) != 0;
 		else if (opt == "--copy-streams")
 			tune.copy_streams =
 				static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));

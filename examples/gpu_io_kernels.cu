@@ -4,9 +4,13 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include <svmbatch/gpu_io/device.cuh>
 
@@ -469,6 +473,68 @@ IoRun write_pieces(const GpuQueue &q, std::uint32_t file, const std::vector<IoPi
 		run.bytes += p.length;
 	run.errors = d_errors.download(1)[0];
 	return run;
+}
+
+/// Waits, one lane a warp polling flag, until it is set.
+__global__ void resident_kernel(const volatile int *flag)
+{
+	if (threadIdx.x % 32)
+		return;
+	while (!*flag)
+		__nanosleep(1024);
+}
+
+namespace {
+
+double timed_copies(const std::vector<cudaStream_t> &streams, unsigned char *dst,
+		    const unsigned char *src, std::uint64_t bytes, unsigned ring, unsigned n)
+{
+	const auto t0 = std::chrono::steady_clock::now();
+	for (unsigned i = 0; i < n; i++)
+		check(cudaMemcpyAsync(dst + (i % ring) * bytes, src + (i % ring) * bytes, bytes,
+				      cudaMemcpyHostToDevice, streams[i % streams.size()]),
+		      "cudaMemcpyAsync");
+	for (cudaStream_t s : streams)
+		check(cudaStreamSynchronize(s), "cudaStreamSynchronize");
+	const double t =
+		std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+	return static_cast<double>(n) * static_cast<double>(bytes) / t / 1e9;
+}
+
+} // namespace
+
+H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes)
+{
+	constexpr unsigned ring = 64;
+	unsigned char *src = nullptr;
+	int *flag = nullptr;
+	check(cudaHostAlloc(reinterpret_cast<void **>(&src), ring * bytes, cudaHostAllocDefault),
+	      "cudaHostAlloc");
+	check(cudaHostAlloc(reinterpret_cast<void **>(&flag), sizeof(int), cudaHostAllocMapped),
+	      "cudaHostAlloc");
+	std::memset(src, 1, ring * bytes);
+	*flag = 0;
+	DeviceArray<unsigned char> dst(ring * bytes);
+	std::vector<cudaStream_t> streams(4);
+	for (cudaStream_t &s : streams)
+		check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+	if (blocks) {
+		resident_kernel<<<blocks, warps * 32>>>(flag);
+		check(cudaGetLastError(), "launch");
+		std::this_thread::sleep_for(std::chrono::milliseconds(20));
+	}
+	H2dRate r;
+	const double probe = timed_copies(streams, dst.p, src, bytes, ring, 4);
+	r.copies = static_cast<unsigned>(
+		std::clamp(0.2 * probe * 1e9 / static_cast<double>(bytes), 4.0, 4000.0));
+	r.gbps = timed_copies(streams, dst.p, src, bytes, ring, r.copies);
+	*flag = 1;
+	check(cudaDeviceSynchronize(), "resident_kernel");
+	for (cudaStream_t s : streams)
+		check(cudaStreamDestroy(s), "cudaStreamDestroy");
+	check(cudaFreeHost(flag), "cudaFreeHost");
+	check(cudaFreeHost(src), "cudaFreeHost");
+	return r;
 }
 
 ClockSync clock_sync(unsigned samples)

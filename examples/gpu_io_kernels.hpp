@@ -116,6 +116,18 @@ IoRun write_pieces(const GpuQueue &q, std::uint32_t file, const std::vector<IoPi
 		   const DeviceImage &image, const std::vector<std::uint64_t> &warp_buffers,
 		   std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes);
 
+/// Host-to-device copies beside a resident kernel: `copies` cudaMemcpyAsync
+/// of `bytes` each from pinned host memory on four non-blocking streams,
+/// while a kernel of blocks x warps warps (0: none) waits, one lane a warp
+/// polling a mapped flag with __nanosleep; the rate from the first copy to
+/// the streams' end.  copies: as many as take about 0.2 s at the rate of
+/// a first probe.
+struct H2dRate {
+	double gbps = 0;
+	unsigned copies = 0;
+};
+H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes);
+
 /// The GPU's globaltimer against the host's steady_clock: offset_ns is
 /// globaltimer - steady_clock at the same moment, found by ping-pong
 /// through mapped host memory (host stamps h0, writes; the GPU stamps g
