@@ -10,7 +10,10 @@ CPU ones.
 Every rank runs the same plan, made from the shards' headers: the
 tensors in file order cut into pieces (about four a rank a round),
 each piece read by one rank (the one with the fewest bytes so far), and
-rounds of about round_bytes (by default max(8, 2 x world_size) rings).
+rounds of about round_bytes (by default max(8, 2 x world_size) rings),
+but for the last 1 to 2 x round_bytes: there each round takes half of
+what is left, down to world_size pieces, so that the last round's
+broadcasts and cuts, which no read hides, are small (_round_size).
 
 The agreed points are one all_reduce of a status row per rank (a failure
 and its message, and a digest of the plan); at each, a rank that failed
@@ -162,43 +165,36 @@ def _slice_shape(shape, sl):
 
 class _Plan:
     """What every rank does, the same on every rank: the pieces in file
-    order with their readers, cut into rounds."""
+    order with their readers, cut into rounds (see _round_size)."""
 
     def __init__(self, shards, wanted, shard_fn, world, piece_bytes, round_bytes):
         self.items = []
-        self.rounds = [[]]
+        pieces = []
+        ends = []  # per item: the index in pieces of its last piece (else the one before)
         load = [0] * world
-        size = 0
         digest = _hashlib.blake2b(digest_size=_DIGEST)
 
         def least():
             return min(range(world), key=lambda r: (load[r], r))
 
-        def add(piece, item):
-            nonlocal size
+        def add(piece):
             piece.key = f"{len(self.items) - 1}:{piece.begin}"
             load[piece.owner] += piece.end - piece.begin
-            if size >= round_bytes:
-                self.rounds.append([])
-                size = 0
-            self.rounds[-1].append(piece)
-            size += piece.end - piece.begin
-            item.last_round = len(self.rounds) - 1
+            pieces.append(piece)
 
         for s, ((_, _, path), entries) in enumerate(zip(shards, wanted)):
             for e in entries:
                 dtype, shape = _common.torch_dtype(e, path)
                 item = _Item(e, dtype, tuple(shape), _slices(shard_fn, e.name, shape, world))
                 self.items.append(item)
-                item.last_round = len(self.rounds) - 1
                 digest.update(repr((s, e.name, e.begin, e.end, str(dtype), item.shape,
                                     item.slices)).encode())
                 if not e.nbytes:
+                    ends.append(len(pieces) - 1)
                     continue
                 if all(sl is None for sl in item.slices):
                     for a in range(e.begin, e.end, piece_bytes):
-                        add(_Piece(s, item, a, min(a + piece_bytes, e.end), least(), "bcast"),
-                            item)
+                        add(_Piece(s, item, a, min(a + piece_bytes, e.end), least(), "bcast"))
                 elif all(_contiguous(sl, shape) for sl in item.slices):
                     # Each rank reads its own slice: no bytes move between ranks.
                     for r, sl in enumerate(item.slices):
@@ -206,7 +202,7 @@ class _Plan:
                         lo, hi = (e.begin, e.end) if sl is None else \
                             (e.begin + sl.start * stride, e.begin + (sl.start + sl.length) * stride)
                         for a in range(lo, hi, piece_bytes):
-                            add(_Piece(s, item, a, min(a + piece_bytes, hi), r, "own"), item)
+                            add(_Piece(s, item, a, min(a + piece_bytes, hi), r, "own"))
                 else:
                     # Blocks of whole rows (dimension 0): each read once,
                     # broadcast, and cut by every rank into its slice.
@@ -215,8 +211,54 @@ class _Plan:
                     for r0 in range(0, shape[0], per):
                         r1 = min(r0 + per, shape[0])
                         add(_Piece(s, item, e.begin + r0 * row, e.begin + r1 * row, least(),
-                                   "block", r0, r1), item)
+                                   "block", r0, r1))
+                ends.append(len(pieces) - 1)
+        # The rounds, in file order: each takes pieces until it holds the
+        # size _round_size gives it as it begins (or more, by less than a
+        # piece).
+        self.rounds = [[]]
+        round_of = []
+        floor = world * piece_bytes
+        left = sum(p.end - p.begin for p in pieces)
+        want = _round_size(left, floor, round_bytes)
+        size = 0
+        for p in pieces:
+            if size >= want:
+                self.rounds.append([])
+                want = _round_size(left, floor, round_bytes)
+                size = 0
+            self.rounds[-1].append(p)
+            size += p.end - p.begin
+            left -= p.end - p.begin
+            round_of.append(len(self.rounds) - 1)
+        for item, end in zip(self.items, ends):
+            # A tensor of no bytes is complete with the round of the piece
+            # before it (the first round if none).
+            item.last_round = round_of[end] if end >= 0 else 0
+        # The round boundaries, which every rank must cut alike.
+        digest.update(repr((piece_bytes, round_bytes, [len(r) for r in self.rounds])).encode())
         self.digest = digest.digest()
+
+
+def _round_size(left, floor, round_bytes):
+    """The size of a round that begins with left bytes of the plan still
+    to read.  round_bytes while 2 x round_bytes or more are left; then half
+    of what is left, but not less than floor (world_size pieces: about one
+    a rank, so every rank still reads in every round); and all of it once
+    less than 1.5 x floor is left (so no runt round: the last holds floor
+    / 2 to 1.5 x floor).  The last round's broadcasts and cuts come after
+    every read, nothing hiding them: tapering the last round_bytes to 2 x
+    round_bytes of a checkpoint to about round_bytes / 2, round_bytes / 4,
+    ... floor makes that tail about floor bytes instead of round_bytes,
+    while each round's broadcasts can still hide behind the next round's
+    reads (of half the bytes: as long as the group broadcasts at least
+    twice as fast as it reads, as over NVLink).  It costs about log2(round_bytes /
+    floor) + 1 more rounds (with the default pieces floor is round_bytes
+    / 4: 2 or 3 more), each an agreed point that the reads hide but for
+    its calls.  A plan of less than 1.5 x floor is one round."""
+    if 2 * left < 3 * floor:
+        return left
+    return min(round_bytes, max(floor, left // 2))
 
 
 # The world's gloo twin, made at the first load that needs it: (the world
@@ -366,7 +408,9 @@ def iter_safetensors_distributed(
     slice of each tensor (shape is torch's; None: the whole tensor); every
     rank then gets only its slice, contiguous.  round_bytes: the bytes the
     group reads between two agreed points, which bounds each rank's scratch
-    (0: max(8, 2 x world_size) x staging_bytes).  A rank's failure (a file
+    (0: max(8, 2 x world_size) x staging_bytes); the last rounds are
+    smaller: once less than 2 x round_bytes is left, each takes half of
+    it, but not less than world_size pieces (round_bytes / 4).  A rank's failure (a file
     it cannot open or read, a bad shard_fn result) is raised on it, and a
     DistributedLoadError on every other rank, at the next agreed point.
     cpu_group: a group of the same ranks in the same order whose

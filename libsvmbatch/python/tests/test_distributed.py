@@ -37,7 +37,8 @@ JOIN_SECONDS = 90
 GROUP_TIMEOUT = datetime.timedelta(seconds=30)
 # Small rings and rounds: several rounds, pieces split across ranks.
 RING = {"staging_bytes": 2 << 20, "chunk_bytes": 1 << 20, "threads": 2, "round_bytes": 4 << 20}
-# Rounds of 1 MiB: five of them, for a failure in a later one.
+# Rounds of 1 MiB: six of them (the last three tapered), for a failure in
+# a later one.
 ROUNDS = dict(RING, round_bytes=1 << 20)
 
 
@@ -442,6 +443,132 @@ def run_ranks(tmp_path, world, what, backend="gloo"):
         if not res["ok"]:
             pytest.fail(f"rank {res['rank']}:\n{res['error']}")
     return [res["outcomes"] for res in results]
+
+
+def plan_of(shards, world, piece, rounds, shard_fn=None):
+    """A plan (every rank's) straight from headers: shards, a list per
+    shard of (name, shape) of float32 tensors, laid out in order."""
+    from svmbatch.distributed import _Plan
+    from svmbatch.safetensors_format import Entry
+    wanted = []
+    for tensors in shards:
+        at, entries = 0, []
+        for name, shape in tensors:
+            n = 4
+            for d in shape:
+                n *= d
+            entries.append(Entry(name, "F32", tuple(shape), at, at + n))
+            at += n
+        wanted.append(entries)
+    return _Plan([(-1, None, f"shard{k}") for k in range(len(shards))], wanted, shard_fn,
+                 world, piece, rounds)
+
+
+def round_bytes_of(plan):
+    return [sum(p.end - p.begin for p in r) for r in plan.rounds]
+
+
+def check_plan(plan, world, piece):
+    """Every piece once, in file order, each tensor's bytes covered once
+    (each rank's slice once where it reads its own), each tensor complete
+    by its last_round, handed out in file order."""
+    pieces = [p for r in plan.rounds for p in r]
+    assert len({id(p) for p in pieces}) == len({p.key for p in pieces}) == len(pieces)
+    assert [(p.s, p.begin) for p in pieces if p.kind != "own"] == \
+        sorted((p.s, p.begin) for p in pieces if p.kind != "own")
+    round_of = {id(p): n for n, r in enumerate(plan.rounds) for p in r}
+    last = 0
+    for item in plan.items:
+        mine = [p for p in pieces if p.item is item]
+        assert all(0 < p.end - p.begin <= piece and 0 <= p.owner < world for p in mine)
+        e = item.entry
+        for owner in ([None] if all(p.kind != "own" for p in mine) else range(world)):
+            ranges = sorted((p.begin, p.end) for p in mine if owner in (None, p.owner))
+            assert all(a[1] == b[0] for a, b in zip(ranges, ranges[1:])), e.name
+            span = (ranges[0][0], ranges[-1][1]) if ranges else (e.begin, e.begin)
+            sl = item.slices[owner] if owner is not None else None
+            if sl is None:
+                assert span == (e.begin, e.end), e.name
+            else:
+                stride = e.nbytes // item.shape[sl.dim]
+                assert span == (e.begin + sl.start * stride,
+                                e.begin + (sl.start + sl.length) * stride), e.name
+        if mine:
+            assert item.last_round == max(round_of[id(p)] for p in mine)
+        assert item.last_round >= last  # tensors complete in file order
+        last = item.last_round
+
+
+def test_the_plans_last_rounds_taper():
+    """Rounds of round_bytes, then the last 1 to 2 round_bytes in rounds of
+    half what is left, down to world_size pieces (one a rank), the last
+    taking the rest; every piece once, in file order."""
+    from svmbatch.distributed import _round_size
+    world, piece = 2, 1 << 20
+    rounds = 4 * world * piece  # the default relation: pieces of round_bytes / (4 x world)
+    floor = world * piece
+    # 80 tensors of a piece each in 4 shards: 10 rounds' worth, cut exactly.
+    even = [[(f"t{k}.{i}", (piece // 4,)) for i in range(20)] for k in range(4)]
+    plan = plan_of(even, world, piece, rounds)
+    check_plan(plan, world, piece)
+    assert round_bytes_of(plan) == [rounds] * 9 + [rounds // 2, rounds // 4, rounds // 4]
+    assert len(plan.rounds[-1]) == world and {p.owner for p in plan.rounds[-1]} == {0, 1}
+    # Tensors of odd sizes, some split into pieces, some of no bytes, some
+    # sliced (own pieces, blocks): each round holds its size or more, by
+    # less than a piece; the sizes fall at the end.
+    odd = [[(f"a{k}.{i}", ((3 * i + k) % 7 * 81929 + 1,)) for i in range(24)] +
+           [(f"m{k}", (257, 1031 + k)), (f"z{k}", (0,)), (f"v{k}", (8192 + k,))]
+           for k in range(3)]
+    for world in (2, 3):
+        piece = max(64 << 10, rounds // (4 * world))
+        floor = world * piece
+        for fn in (None, split_rows_and_columns):
+            plan = plan_of(odd, world, piece, rounds, fn)
+            check_plan(plan, world, piece)
+            sizes = round_bytes_of(plan)
+            left = sum(sizes)
+            assert left > 5 * rounds and len(sizes) >= 8
+            for n, size in enumerate(sizes):
+                want = _round_size(left, floor, rounds)
+                if n < len(sizes) - 1:
+                    assert want <= size < want + piece, (n, sizes)
+                else:
+                    assert size == left == want and floor // 2 <= size < 3 * floor // 2, sizes
+                left -= size
+            assert min(sizes[:-4]) >= rounds, sizes
+            tail = sizes[-4:]
+            assert all(a > b for a, b in zip(tail, tail[1:])), sizes
+            assert tail[0] <= rounds + piece and tail[-1] <= 3 * floor // 2, sizes
+
+
+def test_a_plan_of_less_than_a_round():
+    world, piece = 2, 1 << 20
+    rounds = 8 * piece
+    floor = world * piece
+    # Less than 1.5 x floor: one round.
+    plan = plan_of([[("a", (1000,)), ("e", (0,)), ("b", ((piece + 1000) // 4,))]], world,
+                   piece, rounds)
+    check_plan(plan, world, piece)
+    assert round_bytes_of(plan)[0] < 3 * floor // 2
+    assert len(plan.rounds) == 1 and len(plan.rounds[0]) == 3
+    assert [i.last_round for i in plan.items] == [0, 0, 0]
+    # Less than a round, more than 1.5 x floor: tapered still.
+    plan = plan_of([[(f"t{i}", (piece // 4,)) for i in range(6)]], world, piece, rounds)
+    check_plan(plan, world, piece)
+    assert round_bytes_of(plan) == [3 * piece, 2 * piece, piece]
+    # Nothing to read: one empty round, every tensor handed out after it.
+    plan = plan_of([[("e", (0,)), ("f", (3, 0))]], world, piece, rounds)
+    assert plan.rounds == [[]] and [i.last_round for i in plan.items] == [0, 0]
+    assert plan_of([[]], world, piece, rounds).rounds == [[]]
+
+
+def test_the_plans_digest_covers_its_rounds():
+    world, piece = 2, 1 << 20
+    shards = [[(f"t{i}", (piece // 4,)) for i in range(40)]]
+    one = plan_of(shards, world, piece, 8 * piece)
+    assert one.digest == plan_of(shards, world, piece, 8 * piece).digest
+    other = plan_of(shards, world, piece, 16 * piece)
+    assert round_bytes_of(other) != round_bytes_of(one) and other.digest != one.digest
 
 
 WORLDS = [pytest.param(2, "gloo", marks=gloo, id="gloo-2"),
