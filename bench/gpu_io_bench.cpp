@@ -660,11 +660,11 @@ std::string number_or_null(const std::optional<double> &v)
 	return buf;
 }
 
-/// num / den with three decimals, or null where den was not measured
-/// (--sizes left that request size out).
+/// num / den with three decimals, or null where either was not measured
+/// (--sizes left that request size out; loop_device without --device-reads).
 std::string ratio_or_null(double num, double den)
 {
-	if (!(den > 0))
+	if (!(num > 0) || !(den > 0))
 		return "null";
 	char buf[32];
 	std::snprintf(buf, sizeof(buf), "%.3f", num / den);
