@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "gpu_io/ring_memory.hpp"
+#include "gpu_io/staging.hpp"
 #include "gpu_io/workers.hpp"
 #include "uring/io_plan.hpp"
 
@@ -67,13 +68,6 @@ void check_options(const IoLoopOptions &o)
 	if (o.device.engine && !o.device.chunk_bytes)
 		throw Error(EINVAL, Step::Validate, "IoLoop device.chunk_bytes must be > 0");
 }
-
-/// A chunk of the device reads' staging.
-struct StagingChunk {
-	char *addr = nullptr;
-	unsigned slot = 0; ///< its fixed buffer
-	int index = 0;
-};
 
 void cpu_relax() noexcept
 {
@@ -124,12 +118,9 @@ private:
 		int status = 0; ///< the read's: 0, or -ENODATA
 	};
 	static void copied(void *arg, int status) noexcept;
-	/// The staging cut in chunks (constructor).
-	void cut_staging();
 	/// Hand a piece to an I/O thread, with a staging chunk if it needs
 	/// one: false when none is free, or the threads are full.
 	bool post(IoPiece &piece);
-	void release_chunk(int index) noexcept;
 	void run() noexcept;
 	void close_slots() noexcept;
 	bool sweep(bool stopping);
@@ -157,10 +148,7 @@ private:
 	std::optional<Registration> ring_reg_;
 	GpuMapping gpu_;
 	std::vector<IoLoopDeviceBuffer> device_buffers_;
-	std::vector<StagingChunk> chunks_; ///< all of them, by index
-	bool chunks_aligned_ = false; ///< every chunk O_DIRECT-aligned
-	std::mutex chunks_mu_;
-	std::vector<int> free_chunks_;
+	std::optional<StagingChunks> staging_; ///< with options.device.engine
 
 	mutable std::mutex files_mu_;
 	std::vector<FileInfo> files_;
@@ -205,32 +193,11 @@ IoLoopPump::IoLoopPump(Context &context, const Registration &registration, const
 		gpu_ = o.gpu->map(*ring_reg_);
 	workers_.emplace(registration, options_.io, options_.spin, *this);
 	if (o.device.engine)
-		cut_staging();
+		staging_.emplace(workers_->fixed().slices(o.device.staging),
+				 std::min<std::size_t>({o.device.chunk_bytes, o.io.max_io_bytes,
+							io_uring_max_buffer_bytes}),
+				 o.io.direct_alignment, o.device.staging);
 	thread_ = std::thread([this] { run(); });
-}
-
-void IoLoopPump::cut_staging()
-{
-	const auto chunk = std::min<std::size_t>(
-		{options_.device.chunk_bytes, options_.io.max_io_bytes, io_uring_max_buffer_bytes});
-	const std::size_t align = options_.io.direct_alignment;
-
-	options_.device.chunk_bytes = chunk;
-	chunks_aligned_ = chunk % align == 0;
-	for (const FixedSlice &s : workers_->fixed().slices(options_.device.staging)) {
-		for (std::size_t at = 0; at + chunk <= s.len; at += chunk) {
-			char *addr = static_cast<char *>(s.addr) + at;
-			chunks_aligned_ &= reinterpret_cast<std::uintptr_t>(addr) % align == 0;
-			chunks_.push_back({addr, s.index, static_cast<int>(chunks_.size())});
-		}
-	}
-	if (chunks_.empty())
-		throw Error(EINVAL, Step::Validate,
-			    "IoLoop device.staging holds no chunk of " + std::to_string(chunk) +
-				    " bytes",
-			    options_.device.staging);
-	for (std::size_t i = chunks_.size(); i-- > 0;)
-		free_chunks_.push_back(static_cast<int>(i));
 }
 
 IoLoopPump::~IoLoopPump()
@@ -321,11 +288,11 @@ int IoLoopPump::refuse(const svmbatch_io_request &rq, FileInfo &file) const
 int IoLoopPump::device_pieces(std::uint64_t ticket, const svmbatch_io_request &rq,
 			      const FileInfo &file, std::vector<IoPiece> &pieces) const
 {
-	const std::uint64_t chunk = options_.device.chunk_bytes;
+	const std::uint64_t chunk = staging_->chunk_bytes();
 	const std::uint64_t dst = device_buffers_[rq.buffer].address + rq.buffer_offset;
 
 	if (file.direct &&
-	    (!chunks_aligned_ || (rq.file_offset | rq.length) % options_.io.direct_alignment))
+	    (!staging_->aligned() || (rq.file_offset | rq.length) % options_.io.direct_alignment))
 		return -EINVAL;
 	for (std::uint64_t done = 0; done < rq.length;) {
 		const std::uint64_t n = std::min(rq.length - done, chunk);
@@ -421,23 +388,14 @@ void IoLoopPump::start(std::uint64_t ticket, const svmbatch_io_request &rq, cons
 bool IoLoopPump::post(IoPiece &p)
 {
 	if (p.to_device && p.chunk < 0) {
-		std::lock_guard lock(chunks_mu_);
-		if (free_chunks_.empty())
+		const std::optional<StagingChunk> c = staging_->take();
+		if (!c)
 			return false;
-		const StagingChunk &c = chunks_[static_cast<std::size_t>(free_chunks_.back())];
-		free_chunks_.pop_back();
-		p.addr = c.addr;
-		p.slot = c.slot;
-		p.chunk = c.index;
+		p.addr = c->addr;
+		p.slot = c->slot;
+		p.chunk = c->index;
 	}
 	return workers_->post(p);
-}
-
-void IoLoopPump::release_chunk(int index) noexcept
-{
-	std::lock_guard lock(chunks_mu_);
-	// Never past its first size (every chunk): no allocation.
-	free_chunks_.push_back(index);
 }
 
 void IoLoopPump::staged(IoPiece &p, int status) noexcept
@@ -468,7 +426,7 @@ void IoLoopPump::staged(IoPiece &p, int status) noexcept
 	}
 	if (status && status != -ENODATA)
 		p.done = 0; // nothing reached the device
-	release_chunk(p.chunk);
+	staging_->give_back(p.chunk);
 	end_piece(p, status, *this);
 }
 
@@ -478,7 +436,7 @@ void IoLoopPump::copied(void *arg, int status) noexcept
 
 	if (status)
 		c->piece.done = 0;
-	c->pump->release_chunk(c->piece.chunk);
+	c->pump->staging_->give_back(c->piece.chunk);
 	end_piece(c->piece, status ? status : c->status, *c->pump);
 }
 
