@@ -12,24 +12,12 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_relax.hpp"
 #include "shim/libcuda.hpp"
 
 namespace svmbatch {
 
 namespace detail {
-
-namespace {
-
-void cpu_relax() noexcept
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#else
-	std::this_thread::yield();
-#endif
-}
-
-} // namespace
 
 class CudaCopyQueues {
 public:

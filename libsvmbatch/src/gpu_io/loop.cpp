@@ -25,6 +25,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_relax.hpp"
 #include "gpu_io/ring_memory.hpp"
 #include "gpu_io/staging.hpp"
 #include "gpu_io/workers.hpp"
@@ -67,15 +68,6 @@ void check_options(const IoLoopOptions &o)
 			    "IoLoop io.max_io_bytes and io.direct_alignment must be > 0");
 	if (o.device.engine && !o.device.chunk_bytes)
 		throw Error(EINVAL, Step::Validate, "IoLoop device.chunk_bytes must be > 0");
-}
-
-void cpu_relax() noexcept
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#else
-	std::this_thread::yield();
-#endif
 }
 
 std::uint64_t now_ns() noexcept

@@ -12,6 +12,8 @@
 #include <string>
 #include <utility>
 
+#include "core/cpu_relax.hpp"
+
 namespace svmbatch::detail {
 
 namespace {
@@ -44,15 +46,6 @@ unsigned default_threads()
 	if (n <= 0)
 		n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 	return std::clamp(static_cast<unsigned>(n) - 1, 1u, max_default_threads);
-}
-
-void cpu_relax() noexcept
-{
-#if defined(__x86_64__) || defined(__i386__)
-	__builtin_ia32_pause();
-#else
-	std::this_thread::yield();
-#endif
 }
 
 } // namespace
