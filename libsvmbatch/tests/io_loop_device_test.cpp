@@ -99,6 +99,29 @@ protected:
 		return o;
 	}
 
+	/// What the tests of device reads share: a loop over b whose one device
+	/// buffer is dev, a client of it, and file_ added to it as f.
+	struct DeviceLoop {
+		DeviceLoop(IoLoopDeviceTest &t, DeviceMemory &dev, const test::LoopBuffers &b,
+			   unsigned slots = 64)
+			: d{dev.address(), dev.len},
+			  loop(*t.ctx_, *b.reg, t.options({&d, 1}, slots)),
+			  client(loop.host_queue()), f(loop.add_file(t.file_.fd()))
+		{}
+		/// Read len bytes of f from off to byte at of the device buffer,
+		/// and wait for the completion.
+		IoCompletion read_device(std::uint64_t off, std::uint64_t len, std::uint64_t at,
+					 std::uint64_t tag = 0) const
+		{
+			return client.wait(client.read_device(f, off, len, 0, at, tag));
+		}
+
+		const IoLoopDeviceBuffer d;
+		IoLoop loop;
+		IoLoopClient client;
+		const std::uint32_t f;
+	};
+
 	test::ScratchFile file_{file_bytes};
 	std::optional<CudaBackend> cuda_;
 	std::optional<CudaCopyEngine> engine_;
@@ -109,12 +132,9 @@ TEST_F(IoLoopDeviceTest, OneReadLandsInDeviceMemoryThroughTheStaging)
 	DeviceMemory dev(1 << 20);
 	test::LoopBuffers b = buffers(4);
 	GpuMapping staging = cuda_->map(*b.reg); // DMA-able, as on a GPU
-	const IoLoopDeviceBuffer d{dev.address(), dev.len};
-	IoLoop loop(*ctx_, *b.reg, options({&d, 1}));
-	IoLoopClient client(loop.host_queue());
-	const std::uint32_t f = loop.add_file(file_.fd());
+	DeviceLoop l(*this, dev, b);
 
-	const IoCompletion c = client.wait(client.read_device(f, 12345, 300000, 0, 1000, 9));
+	const IoCompletion c = l.read_device(12345, 300000, 1000, 9);
 	EXPECT_EQ(c.status, 0);
 	EXPECT_EQ(c.bytes, 300000u);
 	EXPECT_EQ(c.tag, 9u);
@@ -123,7 +143,7 @@ TEST_F(IoLoopDeviceTest, OneReadLandsInDeviceMemoryThroughTheStaging)
 	EXPECT_EQ(dev.data()[301000], guard_byte) << "wrote past the range";
 	EXPECT_TRUE(dev.guards_intact());
 	EXPECT_EQ(fake_cuda_copies(), 5) << "one copy per 64 KiB chunk";
-	EXPECT_EQ(loop.stats().bytes, 300000u);
+	EXPECT_EQ(l.loop.stats().bytes, 300000u);
 }
 
 /* 6 producers, 300 requests each of up to 200 KB through 4 chunks of
@@ -137,10 +157,7 @@ TEST_F(IoLoopDeviceTest, ManyProducersShareFewChunks)
 	test::LoopBuffers b = buffers(4);
 	GpuMapping staging = cuda_->map(*b.reg);
 	fake_cuda_event_polls(3);
-	const IoLoopDeviceBuffer d{dev.address(), dev.len};
-	IoLoop loop(*ctx_, *b.reg, options({&d, 1}, 32));
-	IoLoopClient client(loop.host_queue());
-	const std::uint32_t f = loop.add_file(file_.fd());
+	DeviceLoop l(*this, dev, b, 32);
 	std::atomic<int> wrong{0};
 
 	test::on_threads(producers, [&](int p) {
@@ -152,10 +169,9 @@ TEST_F(IoLoopDeviceTest, ManyProducersShareFewChunks)
 			const std::uint64_t at = rng() % (region - len);
 			const auto tag = static_cast<std::uint64_t>(p) << 32 |
 					 static_cast<unsigned>(i);
-			const IoCompletion c = client.wait(
-				client.read_device(f, off, len, 0,
-						   static_cast<std::uint64_t>(p) * region + at,
-						   tag));
+			const IoCompletion c =
+				l.read_device(off, len, static_cast<std::uint64_t>(p) * region + at,
+					      tag);
 			if (c.status || c.bytes != len || c.tag != tag ||
 			    !holds_file(mine + at, off, len))
 				wrong++;
@@ -163,7 +179,7 @@ TEST_F(IoLoopDeviceTest, ManyProducersShareFewChunks)
 	});
 	EXPECT_EQ(wrong.load(), 0);
 	EXPECT_TRUE(dev.guards_intact());
-	const IoLoopStats s = loop.stats();
+	const IoLoopStats s = l.loop.stats();
 	EXPECT_EQ(s.completed, std::uint64_t{producers} * per_producer);
 	EXPECT_EQ(s.failed, 0u);
 }
@@ -175,13 +191,12 @@ TEST_F(IoLoopDeviceTest, HostileRequestsAreRefusedAndWriteNothing)
 	DeviceMemory dev(64 << 10);
 	test::LoopBuffers b = buffers(2, {4096});
 	std::fill_n(b.data(0), 2 * chunk, guard_byte);
-	const IoLoopDeviceBuffer d{dev.address(), dev.len};
-	IoLoop loop(*ctx_, *b.reg, options({&d, 1}));
-	IoLoopClient client(loop.host_queue());
-	const std::uint32_t f = loop.add_file(file_.fd());
+	DeviceLoop l(*this, dev, b);
+	const IoLoopClient &client = l.client;
+	const std::uint32_t f = l.f;
 	const int wronly = ::open(file_.path().c_str(), O_WRONLY);
 	ASSERT_GE(wronly, 0);
-	const std::uint32_t w = loop.add_file(wronly);
+	const std::uint32_t w = l.loop.add_file(wronly);
 	struct Case {
 		const char *what;
 		std::int64_t ticket;
@@ -230,23 +245,20 @@ TEST_F(IoLoopDeviceTest, TheCopysFailuresAreTheStatus)
 {
 	DeviceMemory dev(1 << 20);
 	test::LoopBuffers b = buffers(2);
-	const IoLoopDeviceBuffer d{dev.address(), dev.len};
-	IoLoop loop(*ctx_, *b.reg, options({&d, 1}));
-	IoLoopClient client(loop.host_queue());
-	const std::uint32_t f = loop.add_file(file_.fd());
+	DeviceLoop l(*this, dev, b);
 
 	fake_cuda_fail_copies(2); // CUDA_ERROR_OUT_OF_MEMORY
-	IoCompletion c = client.wait(client.read_device(f, 0, 3 * chunk, 0, 0));
+	IoCompletion c = l.read_device(0, 3 * chunk, 0);
 	EXPECT_EQ(c.status, -ENOMEM);
 	EXPECT_EQ(c.bytes, 0u);
 	fake_cuda_fail_copies(0);
 	fake_cuda_fail_events(999); // CUDA_ERROR_UNKNOWN
-	c = client.wait(client.read_device(f, 0, 3 * chunk, 0, 0));
+	c = l.read_device(0, 3 * chunk, 0);
 	EXPECT_EQ(c.status, -EIO);
 	EXPECT_EQ(c.bytes, 0u);
 	fake_cuda_fail_events(0);
 	for (int i = 0; i < 20; i++) { // more chunks than there are: all came back
-		c = client.wait(client.read_device(f, 4096, 3 * chunk, 0, 0));
+		c = l.read_device(4096, 3 * chunk, 0);
 		ASSERT_EQ(c.status, 0) << i;
 		ASSERT_EQ(c.bytes, 3 * chunk);
 	}
@@ -259,12 +271,9 @@ TEST_F(IoLoopDeviceTest, EndOfFileIsENODATAWithTheBytesRead)
 {
 	DeviceMemory dev(1 << 20);
 	test::LoopBuffers b = buffers(2);
-	const IoLoopDeviceBuffer d{dev.address(), dev.len};
-	IoLoop loop(*ctx_, *b.reg, options({&d, 1}));
-	IoLoopClient client(loop.host_queue());
-	const std::uint32_t f = loop.add_file(file_.fd());
+	DeviceLoop l(*this, dev, b);
 
-	const IoCompletion c = client.wait(client.read_device(f, file_bytes - 1000, 200000, 0, 0));
+	const IoCompletion c = l.read_device(file_bytes - 1000, 200000, 0);
 	EXPECT_EQ(c.status, -ENODATA);
 	EXPECT_EQ(c.bytes, 1000u);
 	EXPECT_TRUE(holds_file(dev.data(), file_bytes - 1000, 1000));
@@ -308,23 +317,21 @@ TEST_F(IoLoopDeviceTest, StopWithCopiesInFlightCompletesEveryOne)
 	DeviceMemory dev(producers * len);
 	test::LoopBuffers b = buffers(3);
 	fake_cuda_event_polls(2);
-	const IoLoopDeviceBuffer d{dev.address(), dev.len};
 	std::uint64_t published = 0;
 
 	for (int attempt = 0; attempt < 5 && !HasFailure(); attempt++) {
-		IoLoop loop(*ctx_, *b.reg, options({&d, 1}));
-		IoLoopClient client(loop.host_queue());
-		const std::uint32_t f = loop.add_file(file_.fd());
+		DeviceLoop l(*this, dev, b);
 		const test::StopRace race = test::stop_while_producing(
-			loop, client, producers, 50, len, [&](int p, std::uint64_t i) {
-				return client.read_device(f, (i * 4096) % (file_bytes - len), len,
-							  0, static_cast<std::uint64_t>(p) * len);
+			l.loop, l.client, producers, 50, len, [&](int p, std::uint64_t i) {
+				return l.client.read_device(l.f, (i * 4096) % (file_bytes - len),
+							    len, 0,
+							    static_cast<std::uint64_t>(p) * len);
 			});
-		EXPECT_TRUE(loop.stopped());
+		EXPECT_TRUE(l.loop.stopped());
 		EXPECT_EQ(race.other, 0u);
 		EXPECT_EQ(race.whole + race.cancelled, race.published);
-		EXPECT_EQ(loop.stats().completed, race.published);
-		EXPECT_EQ(loop.stats().undelivered, 0u);
+		EXPECT_EQ(l.loop.stats().completed, race.published);
+		EXPECT_EQ(l.loop.stats().undelivered, 0u);
 		published += race.published;
 	}
 	EXPECT_GT(published, 0u);
