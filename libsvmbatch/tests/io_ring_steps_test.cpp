@@ -63,6 +63,44 @@ TEST(IoRingSteps, ThePollScheduleIsFastThenBacksOffToItsCap)
 	EXPECT_GT(SVMBATCH_GPU_FAST_POLL_NS, 0u);
 }
 
+TEST(IoRingSteps, TheStoppedFlagIsReadAtDoublingIntervalsUpToTheCap)
+{
+	constexpr std::uint32_t fast = 20000;
+	/* As a waiting warp counts: every poll adds its sleep and a round
+	 * trip; it looks at the flag once waited reaches the next look. */
+	std::uint64_t waited = 0, look = fast;
+	std::uint32_t ns = 0;
+	std::vector<std::uint64_t> looks;
+	while (waited < 8'000'000) {
+		ns = svmbatch_io_poll_sleep_ns(waited, ns, fast, SVMBATCH_GPU_MAX_POLL_NS);
+		waited += ns + SVMBATCH_IO_POLL_ROUND_TRIP_NS;
+		if (waited < look)
+			continue;
+		const std::uint64_t next = svmbatch_io_next_stop_check_ns(waited, fast);
+		/* Never later than the cap after this look, never sooner than
+		 * the wait so far (or fast_ns) unless capped. */
+		EXPECT_LE(next - waited, SVMBATCH_IO_STOP_CHECK_MAX_NS) << waited;
+		EXPECT_GE(next - waited,
+			  std::min<std::uint64_t>(std::max<std::uint64_t>(waited, fast),
+						  SVMBATCH_IO_STOP_CHECK_MAX_NS))
+			<< waited;
+		looks.push_back(waited);
+		look = next;
+	}
+	/* 8 ms of waiting: the doubling to 1 ms takes about six looks, then
+	 * one a millisecond; polls of the warp's own slot were thousands. */
+	EXPECT_GE(looks.size(), 10u);
+	EXPECT_LE(looks.size(), 16u);
+	EXPECT_GE(looks.front(), fast);
+	/* A wait that starts without a fast phase looks at once and then
+	 * no sooner than a round trip later. */
+	EXPECT_EQ(svmbatch_io_next_stop_check_ns(0, 0), SVMBATCH_IO_POLL_ROUND_TRIP_NS);
+	EXPECT_EQ(svmbatch_io_next_stop_check_ns(5'000'000, 0),
+		  5'000'000u + SVMBATCH_IO_STOP_CHECK_MAX_NS);
+	EXPECT_EQ(svmbatch_io_next_stop_check_ns(30'000, 20'000), 60'000u);
+	EXPECT_EQ(svmbatch_io_next_stop_check_ns(1'000, 20'000), 21'000u);
+}
+
 /// One lane of a CPU "warp", taking device.cuh's steps with ring.h's
 /// functions and C++ atomics where the header has system-scope ones.
 struct Lane {

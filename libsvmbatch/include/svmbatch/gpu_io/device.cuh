@@ -213,17 +213,18 @@ __device__ inline bool flag(uint32_t *p)
 /// data: so the lowest lane still waiting polls alone, at the shortest
 /// interval for the first q.fast_poll_ns, then backing off up to
 /// q.max_poll_ns (svmbatch_io_poll_sleep_ns), and the others look once
-/// each time it sees its own condition hold.  The poller reads only its
-/// own condition while it polls fast (one read a poll); it looks at the
-/// ring's `stopped` flag only once it backs off, which delays noticing
-/// that the pump ended by fast_poll_ns at most.
+/// each time it sees its own condition hold.  The poller reads its own
+/// condition each poll, and the ring's `stopped` flag, which every
+/// waiting warp shares, only from fast_poll_ns on at doubling intervals
+/// (svmbatch_io_next_stop_check_ns): a warp notices that the pump ended
+/// within SVMBATCH_IO_STOP_CHECK_MAX_NS, or its wait so far if shorter.
 template <typename Ready>
 __device__ inline bool warp_wait(lanes_t active, const svmbatch_gpu_queue &q, Ready ready)
 {
 	svmbatch_io_ring_header *h = q.ring.header;
 	const unsigned lane = lane_id();
 	bool done = false, ended = false;
-	unsigned long long waited = 0;
+	unsigned long long waited = 0, look = q.fast_poll_ns;
 	unsigned ns = 0;
 
 	for (;;) {
@@ -242,7 +243,10 @@ __device__ inline bool warp_wait(lanes_t active, const svmbatch_gpu_queue &q, Re
 					done = true;
 					break;
 				}
-				if (waited >= q.fast_poll_ns && flag(&h->stopped)) {
+				if (waited < look)
+					continue;
+				look = svmbatch_io_next_stop_check_ns(waited, q.fast_poll_ns);
+				if (flag(&h->stopped)) {
 					ended = true;
 					break;
 				}
