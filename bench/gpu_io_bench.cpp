@@ -724,8 +724,9 @@ const char *const method =
 	"\"files\": \"tmpfs (--dir), pattern bytes, in the page cache\", "
 	"\"copy_engine\": \"cudaMemcpyAsync of 1 MiB from pinned host memory on four "
 	"non-blocking streams while a kernel of blocks x warps warps (none: idle) sits "
-	"resident, one lane a warp polling a mapped flag; rate from the first copy to the "
-	"streams' end\", "
+	"resident, one lane a warp polling mapped host memory every microsecond, every warp "
+	"the same 64-byte line (polled_line shared) or each its own; rate from the first "
+	"copy to the streams' end\", "
 	"\"figures\": \"medians of --reps runs; loop_device only with --device-reads 1 "
 	"(null in the summary without it)\"}";
 
@@ -745,23 +746,33 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 	svmbatch::CudaBackend cuda;
 
 	std::string rows;
-	// The copy engines beside a resident kernel: idle, a warp, 16, and
-	// the loop's whole grid.
-	const std::vector<std::pair<unsigned, unsigned>> residents{{0, 0},
-								   {1, 1},
-								   {16, 1},
-								   {blocks, warps}};
+	// The copy engines beside a resident kernel: idle, a warp, a warp a
+	// block polling one shared line of host memory or lines of their
+	// own, and the loop's whole grid on lines of its own (as the loop's
+	// warps poll their completions; the last row is the summary's).
+	struct Resident {
+		unsigned blocks, warps;
+		bool shared;
+	};
+	const std::vector<Resident> residents{{0, 0, false},
+					      {1, 1, false},
+					      {blocks, 1, true},
+					      {blocks, 1, false},
+					      {blocks, warps, false}};
 	std::vector<svmbatch::device::H2dRate> h2d;
 	std::string copy_rows;
-	for (const auto &[b, w] : residents) {
-		h2d.push_back(svmbatch::device::h2d_beside_kernel(b, w, 1 << 20));
-		char row[160];
-		std::snprintf(row, sizeof(row),
-			      R"(%s{"blocks": %u, "warps": %u, "copies": %u, "GBps": %.3f})",
-			      copy_rows.empty() ? "" : ", ", b, w, h2d.back().copies,
-			      h2d.back().gbps);
+	for (const Resident &rk : residents) {
+		h2d.push_back(svmbatch::device::h2d_beside_kernel(rk.blocks, rk.warps, 1 << 20,
+								  rk.shared));
+		char row[192];
+		std::snprintf(
+			row, sizeof(row),
+			R"(%s{"blocks": %u, "warps": %u, "polled_line": "%s", "copies": %u, "GBps": %.3f})",
+			copy_rows.empty() ? "" : ", ", rk.blocks, rk.warps,
+			rk.shared ? "shared" : "own", h2d.back().copies, h2d.back().gbps);
 		copy_rows += row;
-		std::fprintf(stderr, "  copy engine beside %u x %u warps: %.2f GB/s\n", b, w,
+		std::fprintf(stderr, "  copy engine beside %u x %u warps (%s lines): %.2f GB/s\n",
+			     rk.blocks, rk.warps, rk.shared ? "one shared" : "their own",
 			     h2d.back().gbps);
 	}
 	Measured loop1m, device1m, host1m, loop4k, host4k;

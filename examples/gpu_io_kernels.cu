@@ -475,11 +475,14 @@ IoRun write_pieces(const GpuQueue &q, std::uint32_t file, const std::vector<IoPi
 	return run;
 }
 
-/// Waits, one lane a warp polling flag, until it is set.
-__global__ void resident_kernel(const volatile int *flag)
+/// Waits, one lane a warp polling a flag of 64-byte lines until it is set:
+/// line 0 for every warp (shared), or each warp its own line.
+__global__ void resident_kernel(const volatile int *flags, bool shared)
 {
 	if (threadIdx.x % 32)
 		return;
+	const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
+	const volatile int *flag = flags + (shared ? 0 : warp * 16);
 	while (!*flag)
 		__nanosleep(1024);
 }
@@ -503,23 +506,25 @@ double timed_copies(const std::vector<cudaStream_t> &streams, unsigned char *dst
 
 } // namespace
 
-H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes)
+H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes,
+			  bool shared_line)
 {
 	constexpr unsigned ring = 64;
 	unsigned char *src = nullptr;
 	int *flag = nullptr;
+	const std::size_t flag_bytes = std::size_t{64} * std::max(1u, blocks * warps);
 	check(cudaHostAlloc(reinterpret_cast<void **>(&src), ring * bytes, cudaHostAllocDefault),
 	      "cudaHostAlloc");
-	check(cudaHostAlloc(reinterpret_cast<void **>(&flag), sizeof(int), cudaHostAllocMapped),
+	check(cudaHostAlloc(reinterpret_cast<void **>(&flag), flag_bytes, cudaHostAllocMapped),
 	      "cudaHostAlloc");
 	std::memset(src, 1, ring * bytes);
-	*flag = 0;
+	std::memset(flag, 0, flag_bytes);
 	DeviceArray<unsigned char> dst(ring * bytes);
 	std::vector<cudaStream_t> streams(4);
 	for (cudaStream_t &s : streams)
 		check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
 	if (blocks) {
-		resident_kernel<<<blocks, warps * 32>>>(flag);
+		resident_kernel<<<blocks, warps * 32>>>(flag, shared_line);
 		check(cudaGetLastError(), "launch");
 		std::this_thread::sleep_for(std::chrono::milliseconds(20));
 	}
@@ -528,7 +533,8 @@ H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes)
 	r.copies = static_cast<unsigned>(
 		std::clamp(0.2 * probe * 1e9 / static_cast<double>(bytes), 4.0, 4000.0));
 	r.gbps = timed_copies(streams, dst.p, src, bytes, ring, r.copies);
-	*flag = 1;
+	for (std::size_t i = 0; i < flag_bytes / sizeof(int); i++)
+		reinterpret_cast<volatile int *>(flag)[i] = 1;
 	check(cudaDeviceSynchronize(), "resident_kernel");
 	for (cudaStream_t s : streams)
 		check(cudaStreamDestroy(s), "cudaStreamDestroy");

@@ -119,14 +119,16 @@ IoRun write_pieces(const GpuQueue &q, std::uint32_t file, const std::vector<IoPi
 /// Host-to-device copies beside a resident kernel: `copies` cudaMemcpyAsync
 /// of `bytes` each from pinned host memory on four non-blocking streams,
 /// while a kernel of blocks x warps warps (0: none) waits, one lane a warp
-/// polling a mapped flag with __nanosleep; the rate from the first copy to
-/// the streams' end.  copies: as many as take about 0.2 s at the rate of
+/// polling mapped host memory with __nanosleep: one 64-byte line for all
+/// (shared_line) or a line a warp; the rate from the first copy to the
+/// streams' end.  copies: as many as take about 0.2 s at the rate of
 /// a first probe.
 struct H2dRate {
 	double gbps = 0;
 	unsigned copies = 0;
 };
-H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes);
+H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes,
+			  bool shared_line);
 
 /// The GPU's globaltimer against the host's steady_clock: offset_ns is
 /// globaltimer - steady_clock at the same moment, found by ping-pong
