@@ -16,10 +16,11 @@
 //  - loop_device: the kernel asks with svmbatch_read_device() for each
 //    piece into device memory; the loop reads it into a chunk of its
 //    staging and a CudaCopyEngine copies the chunk there (the copy engines,
-//    as the pipeline's copies); double-buffered as the loop.  Only with
-//    --device-reads 1: the copy engine rows below say why.
+//    as the pipeline's copies); double-buffered as the loop.  For requests
+//    of 64 KiB and more (a copy a request), unless --device-reads 0.
 //  - copy engine: cudaMemcpyAsync's rate idle and beside a resident
-//    kernel (one warp, 16, the loop's grid) polling host memory.
+//    kernel (one warp; a warp a block on one shared line of host memory
+//    and on lines of their own; the loop's grid) polling host memory.
 //  - host pipeline: a Reader reads the same pieces into registered host
 //    buffers, a batch at a time, and one cudaMemcpyAsync per batch copies
 //    the batch's pieces (contiguous in the staging buffers and in device
@@ -85,7 +86,7 @@ using svmbatch::bench::DeviceBuffer;
 /// staging (--copy-streams, --staging-mib), and the machine (--machine).
 struct Tuning {
 	svmbatch::IoLoopOptions loop;
-	bool device_reads = false;
+	bool device_reads = true;
 	unsigned copy_streams = 4;
 	std::size_t staging_bytes = std::size_t{256} << 20;
 	std::uint32_t max_poll_ns = SVMBATCH_GPU_MAX_POLL_NS;
@@ -661,7 +662,7 @@ std::string number_or_null(const std::optional<double> &v)
 }
 
 /// num / den with three decimals, or null where either was not measured
-/// (--sizes left that request size out; loop_device without --device-reads).
+/// (--sizes left that request size out; loop_device with --device-reads 0).
 std::string ratio_or_null(double num, double den)
 {
 	if (!(num > 0) || !(den > 0))
@@ -689,7 +690,7 @@ const char *const method =
 	"buffer, --staging-mib), a CudaCopyEngine copies the chunk to the device "
 	"(cuMemcpyHtoDAsync on --copy-streams streams, an event each, one polling thread), "
 	"and the completion is published when the copy ended; the warp copies nothing; "
-	"only with --device-reads 1\", "
+	"for requests of 64 KiB and more, unless --device-reads 0\", "
 	"\"host_pipeline\": \"a Reader (READ_FIXED) reads a batch of pieces (a quarter of "
 	"up to 8192 staging buffers, 256 MiB at most) while one cudaMemcpyAsync per earlier "
 	"batch (its pieces are contiguous in staging and device memory) runs on one of four "
@@ -727,8 +728,8 @@ const char *const method =
 	"resident, one lane a warp polling mapped host memory every microsecond, every warp "
 	"the same 64-byte line (polled_line shared) or each its own; rate from the first "
 	"copy to the streams' end\", "
-	"\"figures\": \"medians of --reps runs; loop_device only with --device-reads 1 "
-	"(null in the summary without it)\"}";
+	"\"figures\": \"medians of --reps runs; loop_device_over_host_1MiB null with "
+	"--device-reads 0\"}";
 
 int run(const std::string &dir, double gib, double small_gib, int reps, unsigned warps,
 	const Tuning &tune, const std::vector<std::uint64_t> &sizes)
@@ -787,10 +788,9 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		// not reading them.
 		Measured d =
 			run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, false, reps, tune);
-		// Device reads only when asked: their copies crawl beside the
-		// resident kernel where copy_engine says so.
+		// Device reads: a copy a request, so not for the smallest.
 		std::optional<Measured> dev;
-		if (tune.device_reads)
+		if (tune.device_reads && size >= (64u << 10))
 			dev = run_loop_device(ctx, cuda, fd, len, size, blocks, warps, 32, reps,
 					      tune);
 		Measured h = run_host(ctx, cuda, fd, len, size, reps);
