@@ -81,7 +81,8 @@ using svmbatch::bench::AnonMemory;
 using svmbatch::bench::check;
 using svmbatch::bench::DeviceBuffer;
 
-/// The pump's options (--io-threads, --max-batch, --spin-us), the GPU's
+/// The pump's options (--io-threads, --max-batch, --spin-us; the host
+/// pipelines' Reader and Writer take the same I/O options), the GPU's
 /// polling (--poll-ns, --fast-poll-ns), the device reads' copy streams and
 /// staging (--copy-streams, --staging-mib), and the machine (--machine).
 struct Tuning {
@@ -537,12 +538,14 @@ struct HostStaging {
 /// copied into again once its write ended.
 Measured run_host_write(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 			const svmbatch::device::DeviceImage &image, std::uint64_t file_len,
-			std::uint64_t size, int reps)
+			std::uint64_t size, int reps, const svmbatch::IoOptions &io)
 {
 	HostStaging st(ctx, cuda, fd, file_len, size);
 	constexpr std::size_t groups = HostStaging::groups, streams = HostStaging::streams;
 	svmbatch::FixedBuffers fixed = register_fixed(*st.reg, st.ring);
-	svmbatch::Writer writer(st.ring, fixed);
+	svmbatch::WriterOptions wo;
+	static_cast<svmbatch::IoOptions &>(wo) = io;
+	svmbatch::Writer writer(st.ring, fixed, wo);
 	Measured m;
 	for (int r = 0; r < reps; r++) {
 		if (::ftruncate(fd, 0) != 0)
@@ -586,13 +589,14 @@ Measured run_host_write(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int
 /// The host pipeline of reads: batch j is read while the copies of the
 /// batches before it run.
 Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
-		  std::uint64_t file_len, std::uint64_t size, int reps)
+		  std::uint64_t file_len, std::uint64_t size, int reps,
+		  const svmbatch::IoOptions &io)
 {
 	HostStaging st(ctx, cuda, fd, file_len, size);
 	constexpr std::size_t groups = HostStaging::groups, streams = HostStaging::streams;
 	DeviceBuffer dev(file_len);
 	svmbatch::FixedBuffers fixed = register_fixed(*st.reg, st.ring);
-	svmbatch::Reader reader(st.ring, fixed);
+	svmbatch::Reader reader(st.ring, fixed, io);
 	Measured m;
 	for (int r = 0; r < reps; r++) {
 		auto t0 = Clock::now();
@@ -694,7 +698,8 @@ const char *const method =
 	"\"host_pipeline\": \"a Reader (READ_FIXED) reads a batch of pieces (a quarter of "
 	"up to 8192 staging buffers, 256 MiB at most) while one cudaMemcpyAsync per earlier "
 	"batch (its pieces are contiguous in staging and device memory) runs on one of four "
-	"streams; rate from the first read to the last copy's end; no per-request latency\", "
+	"streams; rate from the first read to the last copy's end; no per-request latency; "
+	"its Reader, and the writes' Writer, with the loop's I/O options (io_threads)\", "
 	"\"one_request_in_flight\": \"one warp, one lane: 20000 4 KiB requests one after "
 	"another, no copy; latency from before svmbatch_read() to after svmbatch_wait() "
 	"returned (globaltimer)\", "
@@ -793,7 +798,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		if (tune.device_reads && size >= (64u << 10))
 			dev = run_loop_device(ctx, cuda, fd, len, size, blocks, warps, 32, reps,
 					      tune);
-		Measured h = run_host(ctx, cuda, fd, len, size, reps);
+		Measured h = run_host(ctx, cuda, fd, len, size, reps, tune.loop.io);
 		errors += l.errors + d.errors + (dev ? dev->errors : 0) + h.errors;
 		rows += std::string(rows.empty() ? "" : ",\n") +
 			"    {\"request_bytes\": " + std::to_string(size) +
@@ -834,7 +839,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		svmbatch::device::DeviceImage image(big);
 		int fd_w = empty_file(dir);
 		lw = run_loop_write(ctx, cuda, fd_w, image, big, wsize, blocks, warps, reps, tune);
-		hw = run_host_write(ctx, cuda, fd_w, image, big, wsize, reps);
+		hw = run_host_write(ctx, cuda, fd_w, image, big, wsize, reps, tune.loop.io);
 		::close(fd_w);
 	}
 	errors += lw.errors + hw.errors;
