@@ -155,6 +155,19 @@ struct Measured {
 	std::vector<double> gbps, rps;
 	std::optional<double> p50_us, p99_us; ///< the loop's; the host pipeline has none
 	std::uint64_t requests = 0, errors = 0;
+
+	/// One rep of a kernel: its rates and errors, and its latency
+	/// percentiles (none where it kept no latencies), so that the last
+	/// rep's are the figure's.
+	void add(const svmbatch::device::IoRun &run)
+	{
+		gbps.push_back(static_cast<double>(run.bytes) / run.seconds / 1e9);
+		rps.push_back(static_cast<double>(run.requests) / run.seconds);
+		requests = run.requests;
+		errors += run.errors;
+		p50_us = percentile_us(run.latency_ns, 0.50);
+		p99_us = percentile_us(run.latency_ns, 0.99);
+	}
 };
 
 /// The GPU-mapped buffers of the loop: one registration of one buffer per
@@ -211,21 +224,13 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 						      blocks, warps, lanes, copy, false,
 						      copy ? WarpBuffers::buf_len : 0);
 		loop.stop();
-		m.gbps.push_back(static_cast<double>(run.bytes) / run.seconds / 1e9);
-		m.rps.push_back(static_cast<double>(run.requests) / run.seconds);
-		m.requests = run.requests;
-		m.errors += run.errors;
-		if (r == reps - 1) {
-			m.p50_us = percentile_us(run.latency_ns, 0.50);
-			m.p99_us = percentile_us(run.latency_ns, 0.99);
-		}
+		m.add(run);
 		std::fprintf(stderr,
 			     "  loop %7llu B, %u x %u warps x %u lanes%s: %.2f GB/s, %.0f "
 			     "requests/s, p50 %.1f us, p99 %.1f us\n",
 			     static_cast<unsigned long long>(size), blocks, warps, lanes,
 			     copy ? ", copied to device memory" : "", m.gbps.back(), m.rps.back(),
-			     percentile_us(run.latency_ns, 0.5).value_or(-1),
-			     percentile_us(run.latency_ns, 0.99).value_or(-1));
+			     m.p50_us.value_or(-1), m.p99_us.value_or(-1));
 	}
 	return m;
 }
@@ -269,22 +274,14 @@ Measured run_loop_device(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, in
 			svmbatch::device::read_pieces(q, file, file_len, size, unused, size, blocks,
 						      warps, lanes, false, false, set, 2 * set);
 		loop.stop();
-		m.gbps.push_back(static_cast<double>(run.bytes) / run.seconds / 1e9);
-		m.rps.push_back(static_cast<double>(run.requests) / run.seconds);
-		m.requests = run.requests;
-		m.errors += run.errors;
-		if (r == reps - 1) {
-			m.p50_us = percentile_us(run.latency_ns, 0.50);
-			m.p99_us = percentile_us(run.latency_ns, 0.99);
-		}
+		m.add(run);
 		std::fprintf(
 			stderr,
 			"  loop_device %7llu B, %u x %u warps x %u lanes, %u streams: %.2f GB/s, "
 			"%.0f requests/s, p50 %.1f us, p99 %.1f us\n",
 			static_cast<unsigned long long>(size), blocks, warps, lanes,
-			tune.copy_streams, m.gbps.back(), m.rps.back(),
-			percentile_us(run.latency_ns, 0.5).value_or(-1),
-			percentile_us(run.latency_ns, 0.99).value_or(-1));
+			tune.copy_streams, m.gbps.back(), m.rps.back(), m.p50_us.value_or(-1),
+			m.p99_us.value_or(-1));
 	}
 	return m;
 }
@@ -331,12 +328,7 @@ OneRequest run_one(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd, 
 	}
 	const svmbatch::device::ClockSync after = svmbatch::device::clock_sync(2000);
 	OneRequest o;
-	o.m.gbps.push_back(static_cast<double>(run.bytes) / run.seconds / 1e9);
-	o.m.rps.push_back(static_cast<double>(run.requests) / run.seconds);
-	o.m.requests = run.requests;
-	o.m.errors = run.errors;
-	o.m.p50_us = percentile_us(run.latency_ns, 0.50);
-	o.m.p99_us = percentile_us(run.latency_ns, 0.99);
+	o.m.add(run);
 	// One warp, one lane: request i is ticket i.  Host stamps onto the
 	// GPU's clock with the calibration's offset (the mean of the two).
 	const std::int64_t off = (before.offset_ns + after.offset_ns) / 2;
@@ -441,10 +433,7 @@ Measured run_loop_write(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int
 									     wb.dptr, size, blocks,
 									     warps, lanes);
 		loop.stop();
-		m.gbps.push_back(static_cast<double>(run.bytes) / run.seconds / 1e9);
-		m.rps.push_back(static_cast<double>(run.requests) / run.seconds);
-		m.requests = run.requests;
-		m.errors += run.errors;
+		m.add(run);
 		std::fprintf(stderr, "  loop write %7llu B, %u x %u warps x %u lanes: %.2f GB/s\n",
 			     static_cast<unsigned long long>(size), blocks, warps, lanes,
 			     m.gbps.back());
