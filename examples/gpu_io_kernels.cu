@@ -506,8 +506,7 @@ double timed_copies(const std::vector<cudaStream_t> &streams, unsigned char *dst
 
 } // namespace
 
-H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes,
-			  bool shared_line)
+H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes, bool shared_line)
 {
 	constexpr unsigned ring = 64;
 	unsigned char *src = nullptr;

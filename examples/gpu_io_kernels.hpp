@@ -127,8 +127,7 @@ struct H2dRate {
 	double gbps = 0;
 	unsigned copies = 0;
 };
-H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes,
-			  bool shared_line);
+H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes, bool shared_line);
 
 /// The GPU's globaltimer against the host's steady_clock: offset_ns is
 /// globaltimer - steady_clock at the same moment, found by ping-pong
