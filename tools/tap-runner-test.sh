@@ -98,7 +98,7 @@ guest_log() {	# guest_log TEXT: parse-log.sh's last line for a guest that printe
 	echo "rc=$? $(tail -n 1 "$TAP_LOGDIR/verdict")"
 }
 b='SVMBATCH-VMTEST-BEGIN' e='SVMBATCH-VMTEST-END'
-got=$(guest_log "$b a\n1..2\nok 1 x\nok 2 y # SKIP z\n$e a rc=0\n$b s\n1..0 # SKIP no vgem\n$e s rc=4\n")
+got=$(guest_log "$b a uptime=10.5\n1..2\nok 1 x\nok 2 y # SKIP z\n$e a rc=0 uptime=12.34\n$b s\n1..0 # SKIP no vgem\n$e s rc=4 uptime=13.5\n")
 [[ $got == "rc=0 vmtest fx: 1 passed, 0 failed, 2 skipped" ]]
 tap_ok "parse-log: a sound guest, a whole-file skip (rc 4) counted ($got)" "$TAP_LOGDIR/verdict"
 got=$(guest_log "$b a\n1..3\nok 1 x\n$e a rc=0\n")

@@ -51,6 +51,10 @@ class TapPrinter : public ::testing::EmptyTestEventListener {
 		} else {
 			std::printf("%s %d %s\n", r->Failed() ? "not ok" : "ok", n_, name.c_str());
 		}
+		/* Where a slow guest's minutes go: the tests of a second or more. */
+		if (r->elapsed_time() >= 1000)
+			std::printf("# slow: %s took %lld ms\n", name.c_str(),
+				    static_cast<long long>(r->elapsed_time()));
 		std::fflush(stdout);
 	}
 

@@ -62,9 +62,12 @@ index($0, "SVMBATCH-VMTEST-") {
 	kind = f[1]
 	if (kind == "BEGIN") {
 		cur = f[2]; began[cur] = 1; begin_line[cur] = NR
+		if (f[3] ~ /^uptime=/) t_begin[cur] = substr(f[3], 8)
 		plan[cur] = -1; nplans[cur] = 0; order[++nbegun] = cur
 	} else if (kind == "END" && f[2] == cur) {
-		rc[cur] = substr(f[3], 4); ended[cur] = NR; cur = ""
+		rc[cur] = substr(f[3], 4); ended[cur] = NR
+		if (f[4] ~ /^uptime=/) t_end[cur] = substr(f[4], 8)
+		cur = ""
 	} else if (kind == "RMMOD") {
 		rmmod_rc = substr(f[2], 4); rmmod_line = NR
 	} else if (kind == "TAINT") {
@@ -149,8 +152,9 @@ END {
 	for (i = 1; i <= ntests; i++) {
 		t = expected[i]
 		v = judge(t)
-		summary = summary sprintf("  %-10s %-32s rc=%-4s %d passed, %d failed, %d skipped\n", \
-			v, t, (t in rc) ? rc[t] : "-", npass[t], nfail[t], nskip[t])
+		summary = summary sprintf("  %-10s %-32s rc=%-4s %d passed, %d failed, %d skipped%s\n", \
+			v, t, (t in rc) ? rc[t] : "-", npass[t], nfail[t], nskip[t], \
+			(t in t_begin) && (t in t_end) ? sprintf(" (%.0f s)", t_end[t] - t_begin[t]) : "")
 	}
 	if (!done) {
 		if (qemu_rc == 124 || qemu_rc == 137)
