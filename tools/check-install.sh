@@ -1,8 +1,10 @@
 #!/bin/bash
 # SPDX-License-Identifier: MIT
 #
-# The installed library works for a consumer: install libsvmbatch (release)
-# into a DESTDIR, check what was installed, then build tools/install-consumer
+# The installed library works for a consumer: install libsvmbatch from
+# make python's build (build/lib: make lib's, with the Python package; built
+# here if make check has not yet, and never a second time) into a DESTDIR,
+# check what was installed, then build tools/install-consumer
 # (whose C++ program reads a file with the Reader through a ring of its own,
 # so it calls liburing itself) against it every way a user would: pkg-config
 # with the shared and with the static library, CMake's find_package(svmbatch)
@@ -10,7 +12,9 @@
 # from the build tree (svmbatch_DIR); run every program.  Then: one version
 # everywhere, ldconfig run by a real install only, the Python package.
 # SVMBATCH_INSTALL_TEST_DIR replaces build/install-test (so a second run
-# does not remove the tree of one in progress).  Prints TAP.
+# does not remove the tree of one in progress), SVMBATCH_INSTALL_BUILD_DIR
+# the build (a CMake build directory of libsvmbatch, with the Python
+# package, prefix /usr/local, libdir lib).  Prints TAP.
 set -uo pipefail
 
 cd "$(dirname "$0")/.." || exit 1
@@ -20,17 +24,18 @@ top=$PWD
 work=${SVMBATCH_INSTALL_TEST_DIR:-$top/build/install-test}
 TAP_LOGDIR=$work
 root=$work/root
+build=${SVMBATCH_INSTALL_BUILD_DIR:-$top/build/lib}
 prefix=/usr/local
 # Fixed, not GNUInstallDirs' guess, so that the paths below hold.
 libdir=$prefix/lib
 
 install_lib() {
-	cmake -S libsvmbatch -B "$work/build" -DCMAKE_BUILD_TYPE=Release \
-		-DCMAKE_INSTALL_PREFIX=$prefix -DCMAKE_INSTALL_LIBDIR=lib \
-		-DSVMBATCH_TESTS=OFF -DSVMBATCH_EXAMPLES=OFF \
-		-DSVMBATCH_PYTHON=ON -DPython3_EXECUTABLE=/usr/bin/python3 &&
-		cmake --build "$work/build" -j"$(nproc)" &&
-		DESTDIR=$root cmake --install "$work/build"
+	if [[ -z ${SVMBATCH_INSTALL_BUILD_DIR-} ]]; then
+		make --no-print-directory python || return 1
+	fi
+	grep -qx 'CMAKE_INSTALL_LIBDIR:PATH=lib' "$build/CMakeCache.txt" &&
+		grep -qx "CMAKE_INSTALL_PREFIX:PATH=$prefix" "$build/CMakeCache.txt" &&
+		DESTDIR=$root cmake --install "$build"
 }
 
 # What a packager would look at: the files, the soname, the C entry points.
@@ -112,10 +117,10 @@ with_cmake() {
 # installed: the shared program must load the build tree's library.
 with_build_tree() {
 	local dir=$work/consumer-build-tree
-	cmake -S tools/install-consumer -B "$dir" -Dsvmbatch_DIR="$work/build" \
+	cmake -S tools/install-consumer -B "$dir" -Dsvmbatch_DIR="$build" \
 		-DSVMBATCH_EXPECT_VERSION="$(project_version)" &&
 		cmake --build "$dir" &&
-		ldd "$dir/consumer" | grep -F "libsvmbatch.so.1 => $work/build/" &&
+		ldd "$dir/consumer" | grep -F "libsvmbatch.so.1 => $build/" &&
 		no_libsvmbatch_so "$dir/consumer_static" &&
 		"$dir/consumer" &&
 		"$dir/consumer_static" &&
@@ -124,7 +129,7 @@ with_build_tree() {
 
 # project(VERSION) of the build: the one version everything else must say.
 project_version() {
-	sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$work/build/CMakeCache.txt"
+	sed -n 's/^CMAKE_PROJECT_VERSION:[A-Z]*=//p' "$build/CMakeCache.txt"
 }
 
 # One version: project(VERSION) is what the library file, pkg-config, the
@@ -164,10 +169,10 @@ ldconfig_on_install() {
 		printf '#!/bin/sh\necho "ldconfig $*" >>"%s"\n' "$log" >"$stub/ldconfig" &&
 		chmod +x "$stub/ldconfig" || return 1
 	rm -f "$log"
-	DESTDIR=$work/root-again PATH=$stub:$PATH cmake --install "$work/build" >/dev/null || return 1
+	DESTDIR=$work/root-again PATH=$stub:$PATH cmake --install "$build" >/dev/null || return 1
 	[[ ! -e $log ]] || { echo "a DESTDIR install ran: $(cat "$log")"; return 1; }
 	echo "DESTDIR install: no ldconfig"
-	PATH=$stub:$PATH cmake --install "$work/build" --prefix "$work/prefix" >/dev/null || return 1
+	PATH=$stub:$PATH cmake --install "$build" --prefix "$work/prefix" >/dev/null || return 1
 	if [[ $(id -u) == 0 ]]; then
 		[[ -s $log ]] || { echo "an install as root did not run ldconfig"; return 1; }
 		echo "install as root to $work/prefix: $(tr '\n' ';' <"$log")"
