@@ -5,7 +5,8 @@
 #
 # usage: mkinitramfs.sh --kernel-dir DIR --module PATH|none -o OUT
 #                       [--kmod NAME]... [--optional-kmod NAME]...
-#                       [--file SRC:DST]... [--expect NAME]... [--tests FILE...]
+#                       [--file SRC:DST]... [--expect NAME]...
+#                       [--gtest-filter FILTER] [--tests FILE...]
 #
 #   --kernel-dir  tree printed by `kernels.sh fetch` (boot/ + lib/modules/<abi>/)
 #   --module      svmbatch.ko for that ABI; "none" only for runner self-tests
@@ -16,6 +17,7 @@
 #                 absent (repeatable; vgem is always expected)
 #   --file        file SRC (symlinks followed) at absolute path DST, with its
 #                 shared libraries (repeatable)
+#   --gtest-filter  GTEST_FILTER for the tests (init exports it)
 #   --tests       test executables, run in the given order; everything after
 #                 --tests is taken as a test
 #
@@ -49,7 +51,7 @@ die() {
 }
 
 usage() {
-	sed -n '5,18s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
+	sed -n '5,20s/^# \{0,1\}//p' "${BASH_SOURCE[0]}" >&2
 	exit 2
 }
 
@@ -258,6 +260,7 @@ pack() {
 
 main() {
 	KDIR='' MODULE='' OUT='' TESTS=() EXTRA_KMODS=() OPTIONAL_KMODS=() FILES=() EXPECTS=()
+	GTEST_FILTER=
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--kernel-dir) KDIR=$2; shift 2 ;;
@@ -266,6 +269,7 @@ main() {
 		--optional-kmod) OPTIONAL_KMODS+=("$2"); shift 2 ;;
 		--file) FILES+=("$2"); shift 2 ;;
 		--expect) EXPECTS+=("$2"); shift 2 ;;
+		--gtest-filter) GTEST_FILTER=$2; shift 2 ;;
 		-o | --out) OUT=$2; shift 2 ;;
 		--tests) shift; TESTS=("$@"); break ;;
 		*) usage ;;
@@ -303,6 +307,7 @@ main() {
 	done
 	install_svmbatch
 	write_expect
+	printf '%s\n' "$GTEST_FILTER" >"$ROOT/etc/vmtest/gtest_filter"
 	make_ld_cache
 	check_tmp_empty
 	regen_modules_dep

@@ -6,7 +6,8 @@
 # usage: run.sh --kernel KERNEL --module PATH|none [--timeout S]
 #               [--test-timeout S] [--log FILE] [--mem MB] [--cmdline EXTRA]
 #               [--kmod NAME]... [--optional-kmod NAME]... [--file SRC:DST]...
-#               [--expect NAME]... [--verbose] TEST_EXECUTABLE...
+#               [--expect NAME]... [--gtest-filter FILTER] [--verbose]
+#               TEST_EXECUTABLE...
 #
 #   --kernel        a kernel family of tools/lib.sh, or debug (kernels.sh)
 #   --module        svmbatch.ko built for that kernel; "none" skips insmod and
@@ -25,6 +26,9 @@
 #   --expect        a feature this guest is built to have (repeatable):
 #                   init exports SVMBATCH_EXPECT=vgem,NAME,..., and the
 #                   tests that find it absent fail instead of skipping
+#   --gtest-filter  init exports GTEST_FILTER=FILTER: the googletest
+#                   binaries run only the tests it selects (their plans
+#                   count only those)
 #   --verbose       also stream the console to stderr while it runs
 #
 # Environment: SVMBATCH_ACCEL=tcg|kvm skips the KVM probe; SVMBATCH_CACHE
@@ -59,7 +63,7 @@ die() {
 
 parse_args() {
 	KERNEL='' MODULE='' TIMEOUT=1500 TEST_TIMEOUT=900 LOG='' MEM=2048
-	EXTRA_CMDLINE='' VERBOSE=0 KMODS=() FILES=() EXPECTS=() TESTS=()
+	EXTRA_CMDLINE='' VERBOSE=0 KMODS=() FILES=() EXPECTS=() TESTS=() GTEST_FILTER=()
 	while [[ $# -gt 0 ]]; do
 		case "$1" in
 		--kernel) KERNEL=$2; shift 2 ;;
@@ -73,6 +77,7 @@ parse_args() {
 		--optional-kmod) KMODS+=(--optional-kmod "$2"); shift 2 ;;
 		--file) FILES+=(--file "$2"); shift 2 ;;
 		--expect) EXPECTS+=(--expect "$2"); shift 2 ;;
+		--gtest-filter) GTEST_FILTER=(--gtest-filter "$2"); shift 2 ;;
 		--verbose) VERBOSE=1; shift ;;
 		--) shift; TESTS+=("$@"); break ;;
 		-*) usage ;;
@@ -232,7 +237,7 @@ main() {
 
 	WORK=$(mktemp -d)
 	"$HERE/mkinitramfs.sh" --kernel-dir "$kdir" --module "$MODULE" "${KMODS[@]}" "${FILES[@]}" \
-		"${EXPECTS[@]}" \
+		"${EXPECTS[@]}" "${GTEST_FILTER[@]}" \
 		-o "$WORK/initramfs.gz" --tests "${TESTS[@]}"
 
 	local attempt verdict rc
