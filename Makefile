@@ -374,12 +374,12 @@ bench-kmod: ksrc
 
 # The files of the svmbatch command's guest tests (cli/cli_guest_test.sh,
 # packaging/udev_rule_test.sh; svmbatch_guest_files in tools/lib.sh): the
-# command (ASan build), its test helper, examples/quickstart.cpp, two
+# command (VMTEST_LIB's build), its test helper, examples/quickstart.cpp, two
 # selftests where the command looks for them, the udev rule, and the two
 # scripts.
 VMTEST_GUEST_FILES = $$(. tools/lib.sh && svmbatch_guest_files \
-	$(LIB_ASAN_OUT)/cli/svmbatch $(LIB_ASAN_OUT)/cli/hold_registration \
-	$(LIB_ASAN_OUT)/examples/quickstart $(SELFTESTS_OUT) \
+	$(VMTEST_LIB)/cli/svmbatch $(VMTEST_LIB)/cli/hold_registration \
+	$(VMTEST_LIB)/examples/quickstart $(SELFTESTS_OUT) \
 	$(LIB_PREFIX)/libexec/svmbatch/selftests packaging/60-svmbatch.rules)
 
 # The Python binding's guest test (libsvmbatch/python/tests/guest_binding_test.py):
@@ -397,8 +397,8 @@ VMTEST_PYTHON_FILES = $$(printf -- '--file\n%s\n' "$(PYTHON):/usr/bin/python3"; 
 # HIP in the guest: the example (the ioctl, io_uring, the byte check; the
 # GPU step reports that no AMD GPU is there) and Debian's HIP runtime on its
 # no-device path.  The example links libamdhip64, so the guest gets it.
-VMTEST_HIP_ARGS = $(wildcard $(LIB_ASAN_OUT)/examples/hip_scatter_read \
-	$(LIB_ASAN_OUT)/tests/svmbatch_hip_runtime_tests)
+VMTEST_HIP_ARGS = $(wildcard $(VMTEST_LIB)/examples/hip_scatter_read \
+	$(VMTEST_LIB)/tests/svmbatch_hip_runtime_tests)
 
 # Level Zero in the guest: the example (kernel mode: the module, io_uring,
 # the byte check; the GPU step reports that no Intel GPU is there) and
@@ -407,9 +407,9 @@ VMTEST_HIP_ARGS = $(wildcard $(LIB_ASAN_OUT)/examples/hip_scatter_read \
 # test's probe and the dynamic loader look for it (ZeBackend loads it at
 # run time).
 ZE_LOADER = $(firstword $(wildcard /usr/lib/$(MULTIARCH)/libze_loader.so.1))
-VMTEST_ZE_EXAMPLE = $(wildcard $(LIB_ASAN_OUT)/examples/ze_scatter_read)
+VMTEST_ZE_EXAMPLE = $(wildcard $(VMTEST_LIB)/examples/ze_scatter_read)
 VMTEST_ZE_ARGS = $(if $(ZE_LOADER),$(if $(VMTEST_ZE_EXAMPLE),,--file $(ZE_LOADER):$(ZE_LOADER))) \
-	$(VMTEST_ZE_EXAMPLE) $(wildcard $(LIB_ASAN_OUT)/tests/svmbatch_ze_runtime_tests)
+	$(VMTEST_ZE_EXAMPLE) $(wildcard $(VMTEST_LIB)/tests/svmbatch_ze_runtime_tests)
 
 # The RDMA tests' guest side (libsvmbatch/tests/rdma_rxe_test.cpp): soft-RoCE
 # (rdma_rxe) on a dummy netdev, made by the test with iproute2's ip and
@@ -427,15 +427,22 @@ VMTEST_RDMA_ARGS = --optional-kmod crc32_generic --kmod rdma_rxe \
 	--kmod dummy --kmod rdma_ucm --expect rxe \
 	--file /usr/sbin/ip:/usr/libexec/svmbatch/ip --file /usr/bin/rdma:/usr/libexec/svmbatch/rdma \
 	--file /etc/libibverbs.d/rxe.driver:/etc/libibverbs.d/rxe.driver \
-	--file $(RXE_PROVIDER):$(RXE_PROVIDER) $(LIB_ASAN_OUT)/tests/svmbatch_rdma_tests \
+	--file $(RXE_PROVIDER):$(RXE_PROVIDER) $(VMTEST_LIB)/tests/svmbatch_rdma_tests \
 	$(VMTEST_UCX_ARGS)
 
 # UCX over a registration in the guest (libsvmbatch/tests/ucx_guest_test.sh):
 # examples/ucx_put_get and UCX's transport modules, which UCX loads from
 # its module directory.
 VMTEST_UCX_ARGS = $(foreach m,$(wildcard /usr/lib/$(MULTIARCH)/ucx/libuct_*.so.0),--file $(m):$(m)) \
-	--file $(LIB_ASAN_OUT)/examples/ucx_put_get:/usr/libexec/svmbatch/ucx_put_get \
+	--file $(VMTEST_LIB)/examples/ucx_put_get:/usr/libexec/svmbatch/ucx_put_get \
 	libsvmbatch/tests/ucx_guest_test.sh
+
+# The guests' programs: the ASan build's, but in the debug kernel's guest
+# the release build's.  That guest is there for KASAN, lockdep and
+# kmemleak on the module's side; ASan's shadow memory under them doubled
+# its library tests' time, and the 6.1 and 6.12 guests run the same
+# programs under ASan.
+VMTEST_LIB = $(if $(filter debug,$(KERNEL)),$(LIB_OUT),$(LIB_ASAN_OUT))
 
 # The library's tests of userspace concurrency whose outcome no kernel
 # decides run on the host only, under ASan + UBSan and TSan: the ring's
@@ -448,7 +455,7 @@ VMTEST_UCX_ARGS = $(foreach m,$(wildcard /usr/lib/$(MULTIARCH)/ucx/libuct_*.so.0
 VMTEST_GTEST_FILTER := -IoRingSteps.*:*.ManyProducers*:IoLoopDeviceTest.StopWithCopiesInFlight*
 
 # One guest: the fault-injection build of the module and every selftest.
-# The library's googletest binary (the host's ASan build) runs there too,
+# The library's googletest binary (VMTEST_LIB's) runs there too,
 # in kernel mode, less VMTEST_GTEST_FILTER's tests, and so do the RDMA
 # tests over soft-RoCE, the Python binding's, the svmbatch command's and
 # the udev rule's tests.
@@ -465,7 +472,7 @@ vmtest-boot:
 		$(VMTEST_ARGS_$(KERNEL)) --log $(BUILD)/vmtest/$(KERNEL).log \
 		--gtest-filter '$(VMTEST_GTEST_FILTER)' \
 		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort) \
-		$(LIB_ASAN_OUT)/tests/svmbatch_lib_tests $(VMTEST_HIP_ARGS) $(VMTEST_ZE_ARGS) \
+		$(VMTEST_LIB)/tests/svmbatch_lib_tests $(VMTEST_HIP_ARGS) $(VMTEST_ZE_ARGS) \
 		$(VMTEST_RDMA_ARGS) \
 		$(VMTEST_PYTHON_FILES) $(VMTEST_GUEST_FILES)
 
