@@ -72,7 +72,7 @@ python-package-test:
 	tools/check-python-package.sh
 
 # Without the CUDA programs: nothing runs them here, make lib compiles
-# them (cuda-programs) and lib-tidy reads make lib's units.
+# them (cuda-programs) and lib-tidy reads make python's build.
 ## lib-asan     the same with ASan + UBSan into build/lib-asan, with the library tests
 lib-asan:
 	$(call CMAKE_LIB,$(LIB_ASAN_OUT),-DSVMBATCH_SANITIZE=ON -DSVMBATCH_CUDA_PROGRAMS=OFF)
