@@ -21,6 +21,10 @@
 //  - copy engine: cudaMemcpyAsync's rate idle and beside a resident
 //    kernel (one warp; a warp a block on one shared line of host memory
 //    and on lines of their own; the loop's grid) polling host memory.
+//  - CudaCopyEngine alone: the device reads' 1 MiB copies out of a
+//    registered staging buffer with no reads, from one thread and from as
+//    many as the loop has I/O threads, on 1, --copy-streams and twice as
+//    many streams, idle and beside the loop's grid (cuda_copy_engine_1MiB).
 //  - host pipeline: a Reader reads the same pieces into registered host
 //    buffers, a batch at a time, and one cudaMemcpyAsync per batch copies
 //    the batch's pieces (contiguous in the staging buffers and in device
@@ -50,13 +54,16 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -284,6 +291,87 @@ Measured run_loop_device(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, in
 			m.p99_us.value_or(-1));
 	}
 	return m;
+}
+
+/// The device reads' copies with no reads: `threads` threads (as the
+/// loop's I/O threads hand on their chunks) copy `total` bytes in
+/// chunk-sized copies from a registered, GPU-mapped staging buffer of
+/// tune.staging_bytes through a CudaCopyEngine of `streams` streams into
+/// device memory, a chunk taken again once its copy's done reported,
+/// beside a resident kernel of blocks x warps warps polling lines of
+/// their own.  GB/s from the first copy to the last done.
+struct EngineRate {
+	unsigned streams, threads, blocks;
+	double gbps;
+};
+
+EngineRate engine_rate(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, const Tuning &tune,
+		       unsigned streams, unsigned threads, unsigned blocks, unsigned warps,
+		       std::uint64_t chunk, std::uint64_t total)
+{
+	struct Pool {
+		std::mutex mu;
+		std::condition_variable cv;
+		std::vector<unsigned> free;
+		std::atomic<std::uint64_t> done{0}, failed{0};
+	} pool;
+	struct Arg {
+		Pool *pool;
+		unsigned chunk;
+	};
+	const auto nchunks = static_cast<unsigned>(tune.staging_bytes / chunk);
+	AnonMemory staging(tune.staging_bytes);
+	svmbatch::Buffer sb{staging.get(), tune.staging_bytes};
+	svmbatch::Registration reg = ctx.register_buffers({&sb, 1});
+	svmbatch::GpuMapping mapped = cuda.map(reg);
+	DeviceBuffer sink(tune.staging_bytes);
+	std::vector<Arg> args(nchunks);
+	for (unsigned i = 0; i < nchunks; i++) {
+		args[i] = {&pool, i};
+		pool.free.push_back(i);
+	}
+	const svmbatch::GpuCopyEngine::Done done = [](void *a, int status) noexcept {
+		auto *arg = static_cast<Arg *>(a);
+		if (status)
+			arg->pool->failed.fetch_add(1);
+		{
+			std::lock_guard lock(arg->pool->mu);
+			arg->pool->free.push_back(arg->chunk);
+		}
+		arg->pool->cv.notify_one();
+		arg->pool->done.fetch_add(1);
+	};
+	const std::uint64_t copies = total / chunk;
+	std::atomic<std::uint64_t> next{0};
+	svmbatch::CudaCopyEngine engine(cuda, streams);
+	svmbatch::device::ResidentKernel resident(blocks, warps, false);
+	const auto t0 = Clock::now();
+	std::vector<std::jthread> submitters;
+	for (unsigned t = 0; t < threads; t++)
+		submitters.emplace_back([&] {
+			while (next.fetch_add(1) < copies) {
+				unsigned c = 0;
+				{
+					std::unique_lock lock(pool.mu);
+					pool.cv.wait(lock, [&] { return !pool.free.empty(); });
+					c = pool.free.back();
+					pool.free.pop_back();
+				}
+				const std::uint64_t off = std::uint64_t{c} * chunk;
+				if (engine.copy_to_device(reinterpret_cast<std::uintptr_t>(
+								  sink.get() + off),
+							  staging.get() + off, chunk, c, done,
+							  &args[c]))
+					done(&args[c], -EIO);
+			}
+		});
+	submitters.clear();
+	while (pool.done.load() < copies)
+		std::this_thread::yield();
+	const double t = std::chrono::duration<double>(Clock::now() - t0).count();
+	if (pool.failed.load())
+		throw std::runtime_error("engine_rate: a copy failed");
+	return {streams, threads, blocks, static_cast<double>(copies * chunk) / t / 1e9};
 }
 
 /// One request in flight: latency, and where it goes.
@@ -770,6 +858,33 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 			     rk.blocks, rk.warps, rk.shared ? "one shared" : "their own",
 			     h2d.back().gbps);
 	}
+	// The copy engine as the device reads drive it, without the reads:
+	// one submitting thread and the loop's I/O threads, a few stream
+	// counts, idle and beside the loop's grid.
+	const unsigned io_threads =
+		tune.loop.io.threads ? tune.loop.io.threads :
+				       std::clamp(std::thread::hardware_concurrency(), 2u, 17u) - 1;
+	std::string engine_rows;
+	if (tune.device_reads)
+		for (unsigned resident : {0u, blocks})
+			for (unsigned streams : {1u, tune.copy_streams, 2 * tune.copy_streams})
+				for (unsigned threads : {1u, io_threads}) {
+					const EngineRate e = engine_rate(ctx, cuda, tune, streams,
+									 threads, resident, warps,
+									 1 << 20, big);
+					char row[160];
+					std::snprintf(
+						row, sizeof(row),
+						R"(%s{"streams": %u, "threads": %u, "resident_blocks": %u, "GBps": %.3f})",
+						engine_rows.empty() ? "" : ", ", e.streams,
+						e.threads, e.blocks, e.gbps);
+					engine_rows += row;
+					std::fprintf(stderr,
+						     "  CudaCopyEngine, 1 MiB copies, %u streams, %u "
+						     "threads, beside %u x %u warps: %.2f GB/s\n",
+						     streams, threads, resident,
+						     resident ? warps : 0, e.gbps);
+				}
 	Measured loop1m, device1m, host1m, loop4k, host4k;
 	std::uint64_t errors = 0;
 	for (std::uint64_t size : sizes) {
@@ -854,6 +969,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		    "  \"warps_per_block\": %u,\n  \"dir\": %s,\n"
 		    "  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"fast_poll_ns\": %u,\n"
 		    "  \"io_threads\": %u,\n  \"pump_idle\": %s,\n  \"copy_engine\": [%s],\n"
+		    "  \"cuda_copy_engine_1MiB\": [%s],\n"
 		    "  \"results\": [\n%s\n  ],\n"
 		    "  \"summary\": {\"one_request_p50_us\": %s, \"one_request_p99_us\": %s, "
 		    "\"loop_over_host_1MiB\": %s, \"loop_4KiB_rps\": %.0f, "
@@ -867,8 +983,9 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		    "\"errors\": %llu}\n}\n",
 		    header.c_str(), svmbatch::json::quote(tune.machine).c_str(), blocks, warps,
 		    svmbatch::json::quote(dir).c_str(), reps, tune.max_poll_ns, tune.fast_poll_ns,
-		    tune.loop.io.threads, idle, copy_rows.c_str(), rows.c_str(),
-		    number_or_null(one.m.p50_us).c_str(), number_or_null(one.m.p99_us).c_str(),
+		    tune.loop.io.threads, idle, copy_rows.c_str(), engine_rows.c_str(),
+		    rows.c_str(), number_or_null(one.m.p50_us).c_str(),
+		    number_or_null(one.m.p99_us).c_str(),
 		    ratio_or_null(median(loop1m.gbps), median(host1m.gbps)).c_str(),
 		    median(loop4k.rps), median(lw.gbps), median(hw.gbps), median(loop1m.gbps),
 		    median(host1m.gbps),

@@ -506,38 +506,55 @@ double timed_copies(const std::vector<cudaStream_t> &streams, unsigned char *dst
 
 } // namespace
 
+ResidentKernel::ResidentKernel(unsigned blocks, unsigned warps, bool shared_line)
+	: count_(std::size_t{16} * std::max(1u, blocks * warps))
+{
+	check(cudaHostAlloc(reinterpret_cast<void **>(&flags_), count_ * sizeof(int),
+			    cudaHostAllocMapped),
+	      "cudaHostAlloc");
+	std::memset(flags_, 0, count_ * sizeof(int));
+	if (!blocks)
+		return;
+	resident_kernel<<<blocks, warps * 32>>>(flags_, shared_line);
+	if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+		cudaFreeHost(flags_);
+		check(e, "launch");
+	}
+	running_ = true;
+	// Until every warp polls.
+	std::this_thread::sleep_for(std::chrono::milliseconds(20));
+}
+
+ResidentKernel::~ResidentKernel()
+{
+	for (std::size_t i = 0; i < count_; i++)
+		reinterpret_cast<volatile int *>(flags_)[i] = 1;
+	if (running_)
+		(void)cudaDeviceSynchronize();
+	cudaFreeHost(flags_);
+}
+
 H2dRate h2d_beside_kernel(unsigned blocks, unsigned warps, std::uint64_t bytes, bool shared_line)
 {
 	constexpr unsigned ring = 64;
 	unsigned char *src = nullptr;
-	int *flag = nullptr;
-	const std::size_t flag_bytes = std::size_t{64} * std::max(1u, blocks * warps);
 	check(cudaHostAlloc(reinterpret_cast<void **>(&src), ring * bytes, cudaHostAllocDefault),
 	      "cudaHostAlloc");
-	check(cudaHostAlloc(reinterpret_cast<void **>(&flag), flag_bytes, cudaHostAllocMapped),
-	      "cudaHostAlloc");
 	std::memset(src, 1, ring * bytes);
-	std::memset(flag, 0, flag_bytes);
 	DeviceArray<unsigned char> dst(ring * bytes);
 	std::vector<cudaStream_t> streams(4);
 	for (cudaStream_t &s : streams)
 		check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
-	if (blocks) {
-		resident_kernel<<<blocks, warps * 32>>>(flag, shared_line);
-		check(cudaGetLastError(), "launch");
-		std::this_thread::sleep_for(std::chrono::milliseconds(20));
-	}
 	H2dRate r;
-	const double probe = timed_copies(streams, dst.p, src, bytes, ring, 4);
-	r.copies = static_cast<unsigned>(
-		std::clamp(0.2 * probe * 1e9 / static_cast<double>(bytes), 4.0, 4000.0));
-	r.gbps = timed_copies(streams, dst.p, src, bytes, ring, r.copies);
-	for (std::size_t i = 0; i < flag_bytes / sizeof(int); i++)
-		reinterpret_cast<volatile int *>(flag)[i] = 1;
-	check(cudaDeviceSynchronize(), "resident_kernel");
+	{
+		ResidentKernel resident(blocks, warps, shared_line);
+		const double probe = timed_copies(streams, dst.p, src, bytes, ring, 4);
+		r.copies = static_cast<unsigned>(
+			std::clamp(0.2 * probe * 1e9 / static_cast<double>(bytes), 4.0, 4000.0));
+		r.gbps = timed_copies(streams, dst.p, src, bytes, ring, r.copies);
+	}
 	for (cudaStream_t s : streams)
 		check(cudaStreamDestroy(s), "cudaStreamDestroy");
-	check(cudaFreeHost(flag), "cudaFreeHost");
 	check(cudaFreeHost(src), "cudaFreeHost");
 	return r;
 }

@@ -5,6 +5,7 @@
 // Plain C++ here, so that the C++20 host programs need no nvcc.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -115,6 +116,27 @@ private:
 IoRun write_pieces(const GpuQueue &q, std::uint32_t file, const std::vector<IoPiece> &pieces,
 		   const DeviceImage &image, const std::vector<std::uint64_t> &warp_buffers,
 		   std::uint64_t slice, unsigned blocks, unsigned warps, unsigned lanes);
+
+/// A resident kernel of blocks x warps warps (0 blocks: none) that does
+/// nothing but wait, one lane a warp polling mapped host memory with
+/// __nanosleep as the loop's warps poll their completions: one 64-byte
+/// line for all (shared_line) or a line a warp.  Launched on construction;
+/// released and waited for on destruction.  Throws std::runtime_error with
+/// CUDA's text.
+class ResidentKernel {
+public:
+	ResidentKernel(unsigned blocks, unsigned warps, bool shared_line);
+	ResidentKernel(const ResidentKernel &) = delete;
+	ResidentKernel &operator=(const ResidentKernel &) = delete;
+	ResidentKernel(ResidentKernel &&) = delete;
+	ResidentKernel &operator=(ResidentKernel &&) = delete;
+	~ResidentKernel();
+
+private:
+	int *flags_ = nullptr;
+	std::size_t count_ = 0;
+	bool running_ = false;
+};
 
 /// Host-to-device copies beside a resident kernel: `copies` cudaMemcpyAsync
 /// of `bytes` each from pinned host memory on four non-blocking streams,
