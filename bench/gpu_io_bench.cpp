@@ -25,6 +25,8 @@
 //    registered staging buffer with no reads, from one thread and from as
 //    many as the loop has I/O threads, on 1, --copy-streams and twice as
 //    many streams, idle and beside the loop's grid (cuda_copy_engine_1MiB).
+//  - loop_cpu_producers: the loop's host side alone, CPU threads asking
+//    with IoLoopClient, no kernel.
 //  - host pipeline: a Reader reads the same pieces into registered host
 //    buffers, a batch at a time, and one cudaMemcpyAsync per batch copies
 //    the batch's pieces (contiguous in the staging buffers and in device
@@ -44,7 +46,7 @@
 //   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N] [--warps N]
 //                [--sizes BYTES] [--io-threads N] [--max-batch N] [--spin-us N]
 //                [--poll-ns N] [--fast-poll-ns N] [--device-reads 0|1] [--copy-streams N]
-//                [--staging-mib N] [--machine TEXT] [--commit TEXT]
+//                [--staging-mib N] [--blocking-sync 0|1] [--machine TEXT] [--commit TEXT]
 //
 // --small-gib is the file for 4 KiB requests (a million requests a GiB).
 #include <cuda_runtime_api.h>
@@ -96,6 +98,9 @@ struct Tuning {
 	svmbatch::IoLoopOptions loop;
 	bool device_reads = true;
 	unsigned copy_streams = 4;
+	/// --blocking-sync 1: the host threads that wait for the GPU sleep
+	/// (cudaDeviceScheduleBlockingSync) instead of spinning on a core.
+	bool blocking_sync = false;
 	std::size_t staging_bytes = std::size_t{256} << 20;
 	std::uint32_t max_poll_ns = SVMBATCH_GPU_MAX_POLL_NS;
 	std::uint32_t fast_poll_ns = SVMBATCH_GPU_FAST_POLL_NS;
@@ -238,6 +243,75 @@ Measured run_loop(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 			     static_cast<unsigned long long>(size), blocks, warps, lanes,
 			     copy ? ", copied to device memory" : "", m.gbps.back(), m.rps.back(),
 			     m.p50_us.value_or(-1), m.p99_us.value_or(-1));
+	}
+	return m;
+}
+
+/// The loop's host side alone: `producers` CPU threads (IoLoopClient)
+/// ask for every piece in file order from a shared counter, each with
+/// `depth` requests in flight into its own part of one registered,
+/// GPU-mapped buffer, waiting for its tickets in order.  No kernel: what
+/// the pump and the I/O threads deliver when nothing on the GPU side
+/// holds them back.
+Measured run_loop_cpu(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
+		      std::uint64_t file_len, std::uint64_t size, unsigned producers,
+		      unsigned depth, int reps, const Tuning &tune)
+{
+	const std::uint64_t part = std::uint64_t{depth} * size;
+	AnonMemory mem(producers * part);
+	svmbatch::Buffer b{mem.get(), producers * part};
+	svmbatch::Registration reg = ctx.register_buffers({&b, 1});
+	svmbatch::GpuMapping mapped = cuda.map(reg);
+	const std::uint64_t npieces = file_len / size;
+	Measured m;
+	for (int r = 0; r < reps; r++) {
+		svmbatch::IoLoop loop(ctx, reg, loop_options(tune, cuda));
+		const std::uint32_t file = loop.add_file(fd);
+		const svmbatch::IoLoopClient client(loop.host_queue());
+		std::atomic<std::uint64_t> next{0}, errors{0};
+		const auto t0 = Clock::now();
+		{
+			std::vector<std::jthread> threads;
+			for (unsigned p = 0; p < producers; p++)
+				threads.emplace_back([&, p] {
+					std::deque<std::int64_t> tickets;
+					auto wait_oldest = [&] {
+						const svmbatch::IoCompletion c =
+							client.wait(tickets.front());
+						tickets.pop_front();
+						if (c.status || c.bytes != size)
+							errors.fetch_add(1);
+					};
+					for (unsigned slot = 0;; slot = (slot + 1) % depth) {
+						const std::uint64_t i = next.fetch_add(1);
+						if (i >= npieces)
+							break;
+						if (tickets.size() == depth)
+							wait_oldest();
+						const std::int64_t t =
+							client.read(file, i * size, size, 0,
+								    p * part + slot * size);
+						if (t < 0) {
+							errors.fetch_add(1);
+							break;
+						}
+						tickets.push_back(t);
+					}
+					while (!tickets.empty())
+						wait_oldest();
+				});
+		}
+		const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+		loop.stop();
+		m.gbps.push_back(static_cast<double>(npieces * size) / secs / 1e9);
+		m.rps.push_back(static_cast<double>(npieces) / secs);
+		m.requests = npieces;
+		m.errors += errors.load();
+		std::fprintf(stderr,
+			     "  loop_cpu %7llu B, %u producers x %u in flight: %.2f GB/s, %.0f "
+			     "requests/s\n",
+			     static_cast<unsigned long long>(size), producers, depth, m.gbps.back(),
+			     m.rps.back());
 	}
 	return m;
 }
@@ -765,6 +839,10 @@ const char *const method =
 	"the whole kernel run; latency from publish to completion on the GPU's globaltimer, "
 	"percentiles of the last rep\", "
 	"\"loop_no_copy\": \"the same, the warp not reading the delivered bytes\", "
+	"\"loop_cpu_producers\": \"the loop's host side with no kernel: 4 CPU threads "
+	"(IoLoopClient) ask for every piece in file order, each with 64 MiB (at most 2048 "
+	"requests) in flight into its part of one registered, GPU-mapped buffer, waiting for "
+	"its tickets in order; rate from the first request to the last wait\", "
 	"\"loop_device\": \"the kernel as the loop's, double-buffered, asking with "
 	"svmbatch_read_device() into device memory: the IoLoop reads each piece with "
 	"READ_FIXED into a request-sized chunk of its staging (one registered, GPU-mapped "
@@ -810,12 +888,20 @@ const char *const method =
 	"resident, one lane a warp polling mapped host memory every microsecond, every warp "
 	"the same 64-byte line (polled_line shared) or each its own; rate from the first "
 	"copy to the streams' end\", "
+	"\"cuda_copy_engine_1MiB\": \"a CudaCopyEngine of `streams` streams copies the "
+	"--gib file's size in 1 MiB copies from a registered, GPU-mapped staging buffer "
+	"(--staging-mib) into device memory, submitted by `threads` threads, a chunk used "
+	"again once its copy's done reported; no reads; beside a resident kernel of "
+	"resident_blocks x --warps warps polling lines of their own (0: none); rate from the "
+	"first copy to the last done\", "
 	"\"figures\": \"medians of --reps runs; loop_device_over_host_1MiB null with "
 	"--device-reads 0\"}";
 
 int run(const std::string &dir, double gib, double small_gib, int reps, unsigned warps,
 	const Tuning &tune, const std::vector<std::uint64_t> &sizes)
 {
+	if (tune.blocking_sync)
+		check(cudaSetDeviceFlags(cudaDeviceScheduleBlockingSync), "cudaSetDeviceFlags");
 	cudaDeviceProp prop{};
 	check(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
 	const auto blocks = static_cast<unsigned>(prop.multiProcessorCount);
@@ -898,17 +984,25 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		Measured d =
 			run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, false, reps, tune);
 		// Device reads: a copy a request, so not for the smallest.
+		// The same reads asked for by CPU threads: 256 MiB in flight, at
+		// most 8192 requests (the ring has 32768 slots).
+		Measured cpu =
+			run_loop_cpu(ctx, cuda, fd, len, size, 4,
+				     static_cast<unsigned>(
+					     std::min<std::uint64_t>((64u << 20) / size, 2048)),
+				     reps, tune);
 		std::optional<Measured> dev;
 		if (tune.device_reads && size >= (64u << 10))
 			dev = run_loop_device(ctx, cuda, fd, len, size, blocks, warps, 32, reps,
 					      tune);
 		Measured h = run_host(ctx, cuda, fd, len, size, reps, tune.loop.io);
-		errors += l.errors + d.errors + (dev ? dev->errors : 0) + h.errors;
+		errors += l.errors + d.errors + cpu.errors + (dev ? dev->errors : 0) + h.errors;
 		rows += std::string(rows.empty() ? "" : ",\n") +
 			"    {\"request_bytes\": " + std::to_string(size) +
 			", \"file_bytes\": " + std::to_string(len) +
 			", \"loop\": " + measured_json(l) +
 			",\n     \"loop_no_copy\": " + measured_json(d) +
+			",\n     \"loop_cpu_producers\": " + measured_json(cpu) +
 			(dev ? ",\n     \"loop_device\": " + measured_json(*dev) +
 					 ", \"loop_device_over_host\": " +
 					 ratio_or_null(median(dev->gbps), median(h.gbps)) :
@@ -965,35 +1059,35 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 	const std::string header = svmbatch::bench_meta::header("gpu_io", tune.commit, prop.name,
 								svmbatch::mode_name(ctx.mode()),
 								method);
-	std::printf("{\n  %s,\n  \"machine_text\": %s,\n  \"sms\": %u,\n"
-		    "  \"warps_per_block\": %u,\n  \"dir\": %s,\n"
-		    "  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"fast_poll_ns\": %u,\n"
-		    "  \"io_threads\": %u,\n  \"pump_idle\": %s,\n  \"copy_engine\": [%s],\n"
-		    "  \"cuda_copy_engine_1MiB\": [%s],\n"
-		    "  \"results\": [\n%s\n  ],\n"
-		    "  \"summary\": {\"one_request_p50_us\": %s, \"one_request_p99_us\": %s, "
-		    "\"loop_over_host_1MiB\": %s, \"loop_4KiB_rps\": %.0f, "
-		    "\"write_1MiB_GBps\": %.3f, \"host_write_1MiB_GBps\": %.3f, "
-		    "\"loop_1MiB_GBps\": %.3f, \"host_pipeline_1MiB_GBps\": %.3f, "
-		    "\"loop_device_over_host_1MiB\": %s, \"copy_streams\": %u, "
-		    "\"h2d_GBps_idle\": %.3f, \"h2d_GBps_beside_the_kernel\": %.3f, "
-		    "\"host_pipeline_4KiB_rps\": %.0f, \"loop_over_host_4KiB\": %s, "
-		    "\"p50_us_4KiB_full_load\": %s, \"p99_us_4KiB_full_load\": %s, "
-		    "\"in_flight_at_full_load\": %u, \"pump_idle_cpu_percent\": %.3f, "
-		    "\"errors\": %llu}\n}\n",
-		    header.c_str(), svmbatch::json::quote(tune.machine).c_str(), blocks, warps,
-		    svmbatch::json::quote(dir).c_str(), reps, tune.max_poll_ns, tune.fast_poll_ns,
-		    tune.loop.io.threads, idle, copy_rows.c_str(), engine_rows.c_str(),
-		    rows.c_str(), number_or_null(one.m.p50_us).c_str(),
-		    number_or_null(one.m.p99_us).c_str(),
-		    ratio_or_null(median(loop1m.gbps), median(host1m.gbps)).c_str(),
-		    median(loop4k.rps), median(lw.gbps), median(hw.gbps), median(loop1m.gbps),
-		    median(host1m.gbps),
-		    ratio_or_null(median(device1m.gbps), median(host1m.gbps)).c_str(),
-		    tune.copy_streams, h2d.front().gbps, h2d.back().gbps, median(host4k.rps),
-		    ratio_or_null(median(loop4k.gbps), median(host4k.gbps)).c_str(),
-		    number_or_null(loop4k.p50_us).c_str(), number_or_null(loop4k.p99_us).c_str(),
-		    blocks * warps * 32 * 2, idle_pct, static_cast<unsigned long long>(errors));
+	std::printf(
+		"{\n  %s,\n  \"machine_text\": %s,\n  \"sms\": %u,\n"
+		"  \"warps_per_block\": %u,\n  \"dir\": %s,\n"
+		"  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"fast_poll_ns\": %u,\n"
+		"  \"io_threads\": %u,\n  \"blocking_sync\": %s,\n  \"pump_idle\": %s,\n  \"copy_engine\": [%s],\n"
+		"  \"cuda_copy_engine_1MiB\": [%s],\n"
+		"  \"results\": [\n%s\n  ],\n"
+		"  \"summary\": {\"one_request_p50_us\": %s, \"one_request_p99_us\": %s, "
+		"\"loop_over_host_1MiB\": %s, \"loop_4KiB_rps\": %.0f, "
+		"\"write_1MiB_GBps\": %.3f, \"host_write_1MiB_GBps\": %.3f, "
+		"\"loop_1MiB_GBps\": %.3f, \"host_pipeline_1MiB_GBps\": %.3f, "
+		"\"loop_device_over_host_1MiB\": %s, \"copy_streams\": %u, "
+		"\"h2d_GBps_idle\": %.3f, \"h2d_GBps_beside_the_kernel\": %.3f, "
+		"\"host_pipeline_4KiB_rps\": %.0f, \"loop_over_host_4KiB\": %s, "
+		"\"p50_us_4KiB_full_load\": %s, \"p99_us_4KiB_full_load\": %s, "
+		"\"in_flight_at_full_load\": %u, \"pump_idle_cpu_percent\": %.3f, "
+		"\"errors\": %llu}\n}\n",
+		header.c_str(), svmbatch::json::quote(tune.machine).c_str(), blocks, warps,
+		svmbatch::json::quote(dir).c_str(), reps, tune.max_poll_ns, tune.fast_poll_ns,
+		tune.loop.io.threads, tune.blocking_sync ? "true" : "false", idle,
+		copy_rows.c_str(), engine_rows.c_str(), rows.c_str(),
+		number_or_null(one.m.p50_us).c_str(), number_or_null(one.m.p99_us).c_str(),
+		ratio_or_null(median(loop1m.gbps), median(host1m.gbps)).c_str(), median(loop4k.rps),
+		median(lw.gbps), median(hw.gbps), median(loop1m.gbps), median(host1m.gbps),
+		ratio_or_null(median(device1m.gbps), median(host1m.gbps)).c_str(),
+		tune.copy_streams, h2d.front().gbps, h2d.back().gbps, median(host4k.rps),
+		ratio_or_null(median(loop4k.gbps), median(host4k.gbps)).c_str(),
+		number_or_null(loop4k.p50_us).c_str(), number_or_null(loop4k.p99_us).c_str(),
+		blocks * warps * 32 * 2, idle_pct, static_cast<unsigned long long>(errors));
 	return errors ? 1 : 0;
 }
 
@@ -1044,6 +1138,8 @@ int main(int argc, char **argv)
 				static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
 		else if (opt == "--staging-mib")
 			tune.staging_bytes = std::strtoull(argv[i + 1], nullptr, 10) << 20;
+		else if (opt == "--blocking-sync")
+			tune.blocking_sync = std::atoi(argv[i + 1]) != 0;
 		else if (opt == "--spin-us")
 			tune.loop.spin = std::chrono::microseconds(std::atoll(argv[i + 1]));
 	}
