@@ -46,7 +46,8 @@
 //   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N] [--warps N]
 //                [--sizes BYTES] [--io-threads N] [--max-batch N] [--spin-us N]
 //                [--poll-ns N] [--fast-poll-ns N] [--device-reads 0|1] [--copy-streams N]
-//                [--staging-mib N] [--blocking-sync 0|1] [--machine TEXT] [--commit TEXT]
+//                [--staging-mib N] [--blocking-sync 0|1] [--queue-depth N]
+//                [--parallelism auto|async|rings] [--machine TEXT] [--commit TEXT]
 //
 // --small-gib is the file for 4 KiB requests (a million requests a GiB).
 #include <cuda_runtime_api.h>
@@ -1063,7 +1064,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		"{\n  %s,\n  \"machine_text\": %s,\n  \"sms\": %u,\n"
 		"  \"warps_per_block\": %u,\n  \"dir\": %s,\n"
 		"  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"fast_poll_ns\": %u,\n"
-		"  \"io_threads\": %u,\n  \"blocking_sync\": %s,\n  \"pump_idle\": %s,\n  \"copy_engine\": [%s],\n"
+		"  \"io_threads\": %u,\n  \"queue_depth\": %u,\n  \"parallelism\": \"%s\",\n  \"blocking_sync\": %s,\n  \"pump_idle\": %s,\n  \"copy_engine\": [%s],\n"
 		"  \"cuda_copy_engine_1MiB\": [%s],\n"
 		"  \"results\": [\n%s\n  ],\n"
 		"  \"summary\": {\"one_request_p50_us\": %s, \"one_request_p99_us\": %s, "
@@ -1078,9 +1079,13 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		"\"errors\": %llu}\n}\n",
 		header.c_str(), svmbatch::json::quote(tune.machine).c_str(), blocks, warps,
 		svmbatch::json::quote(dir).c_str(), reps, tune.max_poll_ns, tune.fast_poll_ns,
-		tune.loop.io.threads, tune.blocking_sync ? "true" : "false", idle,
-		copy_rows.c_str(), engine_rows.c_str(), rows.c_str(),
-		number_or_null(one.m.p50_us).c_str(), number_or_null(one.m.p99_us).c_str(),
+		tune.loop.io.threads, tune.loop.io.queue_depth,
+		tune.loop.io.parallelism == svmbatch::Parallelism::AsyncWorkers	 ? "async" :
+		tune.loop.io.parallelism == svmbatch::Parallelism::RingPerThread ? "rings" :
+										   "auto",
+		tune.blocking_sync ? "true" : "false", idle, copy_rows.c_str(), engine_rows.c_str(),
+		rows.c_str(), number_or_null(one.m.p50_us).c_str(),
+		number_or_null(one.m.p99_us).c_str(),
 		ratio_or_null(median(loop1m.gbps), median(host1m.gbps)).c_str(), median(loop4k.rps),
 		median(lw.gbps), median(hw.gbps), median(loop1m.gbps), median(host1m.gbps),
 		ratio_or_null(median(device1m.gbps), median(host1m.gbps)).c_str(),
@@ -1138,6 +1143,15 @@ int main(int argc, char **argv)
 				static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
 		else if (opt == "--staging-mib")
 			tune.staging_bytes = std::strtoull(argv[i + 1], nullptr, 10) << 20;
+		else if (opt == "--queue-depth")
+			tune.loop.io.queue_depth =
+				static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
+		else if (opt == "--parallelism")
+			tune.loop.io.parallelism = std::string_view(argv[i + 1]) == "async" ?
+							   svmbatch::Parallelism::AsyncWorkers :
+						   std::string_view(argv[i + 1]) == "rings" ?
+							   svmbatch::Parallelism::RingPerThread :
+							   svmbatch::Parallelism::Auto;
 		else if (opt == "--blocking-sync")
 			tune.blocking_sync = std::atoi(argv[i + 1]) != 0;
 		else if (opt == "--spin-us")
