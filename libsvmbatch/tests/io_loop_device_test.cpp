@@ -127,6 +127,17 @@ protected:
 	std::optional<CudaCopyEngine> engine_;
 };
 
+/* The engine's polling thread is named, and goes with the engine. */
+TEST_F(IoLoopDeviceTest, TheCopyThreadIsNamed)
+{
+	const std::size_t before = test::threads_named("svmbatch-copy");
+	{
+		CudaCopyEngine engine(*cuda_, 2);
+		EXPECT_EQ(test::threads_named("svmbatch-copy"), before + 1);
+	}
+	EXPECT_EQ(test::threads_named("svmbatch-copy"), before);
+}
+
 TEST_F(IoLoopDeviceTest, OneReadLandsInDeviceMemoryThroughTheStaging)
 {
 	DeviceMemory dev(1 << 20);

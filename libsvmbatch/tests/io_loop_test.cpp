@@ -78,6 +78,22 @@ TEST_F(IoLoopTest, OneRequestReadsIntoItsBuffer)
 	EXPECT_EQ(s.bytes, 8000u);
 }
 
+/* top -H and ps -L tell the loop's threads apart: one pump, as many I/O
+ * threads as asked; none once the loop is gone. */
+TEST_F(IoLoopTest, ItsThreadsAreNamed)
+{
+	Guarded b(*ctx_, {4096});
+	const std::size_t pumps = test::threads_named("svmbatch-pump"),
+			  io = test::threads_named("svmbatch-io");
+	{
+		IoLoop loop(*ctx_, *b.reg, test::loop_options(32, 3));
+		EXPECT_EQ(test::threads_named("svmbatch-pump"), pumps + 1);
+		EXPECT_EQ(test::threads_named("svmbatch-io"), io + 3);
+	}
+	EXPECT_EQ(test::threads_named("svmbatch-pump"), pumps);
+	EXPECT_EQ(test::threads_named("svmbatch-io"), io);
+}
+
 TEST_F(IoLoopTest, BadOptionsAreEINVAL)
 {
 	Guarded b(*ctx_, {4096});

@@ -210,6 +210,19 @@ std::size_t open_fds()
 	return n;
 }
 
+std::size_t threads_named(const std::string &name)
+{
+	std::size_t n = 0;
+	for (const auto &e : std::filesystem::directory_iterator("/proc/self/task")) {
+		std::ifstream comm(e.path() / "comm");
+		std::string s;
+		// A thread that ended since the listing has no comm to read.
+		if (std::getline(comm, s) && s == name)
+			n++;
+	}
+	return n;
+}
+
 bool drop_cap_ipc_lock()
 {
 	__user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};

@@ -102,6 +102,9 @@ std::uint64_t quiet_pinned_bytes(int quiet_ms = 200, int timeout_ms = 5000);
 /// The number of this process's open file descriptors.
 std::size_t open_fds();
 
+/// The number of this process's threads named name (/proc/self/task/*/comm).
+std::size_t threads_named(const std::string &name);
+
 /// One io_uring, exited on destruction.
 class Ring {
 public:

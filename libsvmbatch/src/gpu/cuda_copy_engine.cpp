@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/cpu_relax.hpp"
+#include "core/thread_name.hpp"
 #include "shim/libcuda.hpp"
 
 namespace svmbatch {
@@ -81,6 +82,7 @@ CudaCopyQueues::CudaCopyQueues(std::shared_ptr<const CudaContext> ctx, unsigned 
 			queues_.push_back(std::move(q));
 		}
 		poller_ = std::thread([this] { run(); });
+		name_thread(poller_, "svmbatch-copy");
 	} catch (...) {
 		release();
 		throw;

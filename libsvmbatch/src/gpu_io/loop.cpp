@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "core/cpu_relax.hpp"
+#include "core/thread_name.hpp"
 #include "gpu_io/ring_memory.hpp"
 #include "gpu_io/staging.hpp"
 #include "gpu_io/workers.hpp"
@@ -190,6 +191,7 @@ IoLoopPump::IoLoopPump(Context &context, const Registration &registration, const
 							io_uring_max_buffer_bytes}),
 				 o.io.direct_alignment, o.device.staging);
 	thread_ = std::thread([this] { run(); });
+	name_thread(thread_, "svmbatch-pump");
 }
 
 IoLoopPump::~IoLoopPump()

@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "core/cpu_relax.hpp"
+#include "core/thread_name.hpp"
 
 namespace svmbatch::detail {
 
@@ -90,6 +91,7 @@ public:
 		for (unsigned s = 0; s < depth; s++)
 			free_.push_back(depth - 1 - s);
 		thread_ = std::thread([this] { run(); });
+		name_thread(thread_, "svmbatch-io");
 	}
 	IoWorker(const IoWorker &) = delete;
 	IoWorker &operator=(const IoWorker &) = delete;
