@@ -94,6 +94,41 @@ TEST_F(IoLoopTest, ItsThreadsAreNamed)
 	EXPECT_EQ(test::threads_named("svmbatch-io"), io);
 }
 
+/* An I/O thread with a large transfer in flight that io_uring did not
+ * finish inline (here a pipe's read, armed on poll; a buffered read of
+ * tmpfs goes to an io-wq worker) sleeps on its ring, leaving the core to
+ * whoever copies; with a small one in flight it spins, as one small
+ * request's latency wants.  Both with a spin time longer than the test,
+ * so that only the bytes in flight decide. */
+TEST_F(IoLoopTest, AnIoThreadSleepsOnLargeTransfersAndSpinsOnSmallOnes)
+{
+	for (const std::uint64_t len : {std::uint64_t{1} << 20, std::uint64_t{4096}}) {
+		int fds[2];
+		ASSERT_EQ(::pipe(fds), 0);
+		Guarded b(*ctx_, {1 << 20});
+		IoLoopOptions o = test::loop_options(32, 1);
+		o.spin = std::chrono::seconds(30);
+		IoLoop loop(*ctx_, *b.reg, o);
+		const std::uint32_t f = loop.add_file(fds[0]);
+		const std::vector<int> io = test::thread_ids_named("svmbatch-io");
+		ASSERT_EQ(io.size(), 1u) << "another loop's I/O threads are alive";
+		IoLoopClient client(loop.host_queue());
+		const std::int64_t t = client.read(f, 0, len, 0, 0);
+		ASSERT_GE(t, 0);
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		const int running = test::times_running(io[0], 200, std::chrono::microseconds(500));
+		if (len > (256 << 10))
+			EXPECT_LT(running, 100) << len << " B in flight: spins";
+		else
+			EXPECT_GT(running, 180) << len << " B in flight: sleeps";
+		::close(fds[1]); // the read ends: no data
+		const IoCompletion c = client.wait(t);
+		EXPECT_EQ(c.status, -ENODATA) << len;
+		EXPECT_EQ(c.bytes, 0u);
+		::close(fds[0]);
+	}
+}
+
 TEST_F(IoLoopTest, BadOptionsAreEINVAL)
 {
 	Guarded b(*ctx_, {4096});

@@ -16,6 +16,7 @@
 #include <stdexcept>
 #include <sstream>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace svmbatch::test {
@@ -210,17 +211,39 @@ std::size_t open_fds()
 	return n;
 }
 
-std::size_t threads_named(const std::string &name)
+std::vector<int> thread_ids_named(const std::string &name)
 {
-	std::size_t n = 0;
+	std::vector<int> ids;
 	for (const auto &e : std::filesystem::directory_iterator("/proc/self/task")) {
 		std::ifstream comm(e.path() / "comm");
 		std::string s;
 		// A thread that ended since the listing has no comm to read.
 		if (std::getline(comm, s) && s == name)
-			n++;
+			ids.push_back(std::stoi(e.path().filename().string()));
 	}
-	return n;
+	return ids;
+}
+
+std::size_t threads_named(const std::string &name)
+{
+	return thread_ids_named(name).size();
+}
+
+int times_running(int tid, int samples, std::chrono::microseconds every)
+{
+	const std::string path = "/proc/self/task/" + std::to_string(tid) + "/stat";
+	int running = 0;
+	for (int i = 0; i < samples; i++) {
+		std::ifstream f(path);
+		std::string stat;
+		std::getline(f, stat);
+		// The state follows the name, which is in parentheses.
+		const std::size_t close = stat.rfind(')');
+		if (close != std::string::npos && close + 2 < stat.size() && stat[close + 2] == 'R')
+			running++;
+		std::this_thread::sleep_for(every);
+	}
+	return running;
 }
 
 bool drop_cap_ipc_lock()

@@ -4,9 +4,11 @@
 
 #include <liburing.h>
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <svmbatch/all.hpp>
 
@@ -104,6 +106,13 @@ std::size_t open_fds();
 
 /// The number of this process's threads named name (/proc/self/task/*/comm).
 std::size_t threads_named(const std::string &name);
+
+/// The ids of this process's threads named name.
+std::vector<int> thread_ids_named(const std::string &name);
+
+/// Of `samples` looks at thread tid's state (/proc/self/task/tid/stat),
+/// every `every`, how many found it running or runnable (R).
+int times_running(int tid, int samples, std::chrono::microseconds every);
 
 /// One io_uring, exited on destruction.
 class Ring {
