@@ -796,15 +796,15 @@ std::string optional_member(const char *name, const std::optional<double> &v)
 
 std::string measured_json(const Measured &m)
 {
-	char buf[512];
-	std::snprintf(buf, sizeof(buf),
-		      "{\"requests\": %llu, \"errors\": %llu, \"GBps\": %s, \"median_GBps\": %.3f, "
-		      "\"requests_per_s\": %s, \"median_requests_per_s\": %.0f",
-		      static_cast<unsigned long long>(m.requests),
-		      static_cast<unsigned long long>(m.errors), json_list(m.gbps).c_str(),
-		      median(m.gbps), json_list(m.rps).c_str(), median(m.rps));
-	return buf + optional_member("p50_us", m.p50_us) + optional_member("p99_us", m.p99_us) +
-	       "}";
+	// The lists grow with --reps: no fixed buffer around them.
+	char median_gbps[32], median_rps[32];
+	std::snprintf(median_gbps, sizeof(median_gbps), "%.3f", median(m.gbps));
+	std::snprintf(median_rps, sizeof(median_rps), "%.0f", median(m.rps));
+	return "{\"requests\": " + std::to_string(m.requests) +
+	       ", \"errors\": " + std::to_string(m.errors) + ", \"GBps\": " + json_list(m.gbps) +
+	       ", \"median_GBps\": " + median_gbps + ", \"requests_per_s\": " + json_list(m.rps) +
+	       ", \"median_requests_per_s\": " + median_rps + optional_member("p50_us", m.p50_us) +
+	       optional_member("p99_us", m.p99_us) + "}";
 }
 
 /// v with two decimals, or null where it was not measured.
