@@ -44,6 +44,13 @@ constexpr long wait_ns = 50'000;
 /// its worker).  Below it, as for one small request, spinning catches the
 /// completion sooner than a wake-up would.
 constexpr std::uint64_t spin_in_flight_bytes = 256 << 10;
+/// How long such a sleep lasts at most: its completions wake the thread
+/// (a 1 MiB read of tmpfs takes an io-wq worker about 0.4 ms), so the
+/// timeout only bounds how late a piece the pump queued meanwhile is
+/// submitted, with more than spin_in_flight_bytes still ahead of it.  At
+/// wait_ns instead, each thread woke about ten times a read for nothing,
+/// and the wake-ups took cores from the workers.
+constexpr long sleep_wait_ns = 1'000'000;
 
 /// The CPUs this process may run on, less one for the pump, at most 16.
 unsigned default_threads()
@@ -189,11 +196,12 @@ private:
 				return;
 			const bool spinning = Clock::now() - idle_since < spin_;
 			if (in_flight_) {
-				if (spinning && in_flight_bytes_ <= spin_in_flight_bytes) {
+				const bool small = in_flight_bytes_ <= spin_in_flight_bytes;
+				if (spinning && small) {
 					cpu_relax();
 				} else {
 					io_uring_cqe *cqe = nullptr;
-					__kernel_timespec ts{0, wait_ns};
+					__kernel_timespec ts{0, small ? wait_ns : sleep_wait_ns};
 					(void)io_uring_wait_cqe_timeout(ring_, &cqe, &ts);
 				}
 			} else if (spinning) {
