@@ -78,20 +78,29 @@ TEST_F(IoLoopTest, OneRequestReadsIntoItsBuffer)
 	EXPECT_EQ(s.bytes, 8000u);
 }
 
-/* top -H and ps -L tell the loop's threads apart: one pump, as many I/O
- * threads as asked; none once the loop is gone. */
+/* top -H and ps -L tell the loop's threads apart: one pump, and an I/O
+ * thread per ring: as many as asked with a ring per thread, one with
+ * AsyncWorkers (io-wq's workers copy; Auto's choice where the kernel
+ * cannot clone a buffer table, as 6.1); none once the loop is gone. */
 TEST_F(IoLoopTest, ItsThreadsAreNamed)
 {
 	Guarded b(*ctx_, {4096});
 	const std::size_t pumps = test::threads_named("svmbatch-pump"),
 			  io = test::threads_named("svmbatch-io");
-	{
-		IoLoop loop(*ctx_, *b.reg, test::loop_options(32, 3));
-		EXPECT_EQ(test::threads_named("svmbatch-pump"), pumps + 1);
-		EXPECT_EQ(test::threads_named("svmbatch-io"), io + 3);
+	for (const Parallelism p : {Parallelism::RingPerThread, Parallelism::AsyncWorkers}) {
+		SCOPED_TRACE(p == Parallelism::AsyncWorkers ? "AsyncWorkers" : "RingPerThread");
+		{
+			IoLoopOptions o = test::loop_options(32, 3);
+			o.io.parallelism = p;
+			o.io.clone_buffers = false; // a ring per thread on every kernel
+			IoLoop loop(*ctx_, *b.reg, o);
+			EXPECT_EQ(test::threads_named("svmbatch-pump"), pumps + 1);
+			EXPECT_EQ(test::threads_named("svmbatch-io"),
+				  io + (p == Parallelism::AsyncWorkers ? 1 : 3));
+		}
+		EXPECT_EQ(test::threads_named("svmbatch-pump"), pumps);
+		EXPECT_EQ(test::threads_named("svmbatch-io"), io);
 	}
-	EXPECT_EQ(test::threads_named("svmbatch-pump"), pumps);
-	EXPECT_EQ(test::threads_named("svmbatch-io"), io);
 }
 
 /* An I/O thread with a large transfer in flight that io_uring did not
