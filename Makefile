@@ -23,12 +23,14 @@ CHECKPATCH := $(KSRC)/scripts/checkpatch.pl
 KERNEL_DOC := $(KSRC)/scripts/kernel-doc
 SELFTESTS_OUT := $(BUILD)/selftests
 # libsvmbatch: a release build (guest tests, demo, benchmarks) and an
-# ASan + UBSan build for the host tests.
+# ASan + UBSan build for the host tests.  Through ccache where it is
+# installed (svmbatch_ccache in tools/lib.sh: a new build directory only).
 LIB_OUT := $(BUILD)/lib
 LIB_ASAN_OUT := $(BUILD)/lib-asan
 LIB_TSAN_OUT := $(BUILD)/lib-tsan
 LIB_PREFIX := /usr/local
-CMAKE_LIB = cmake -S libsvmbatch -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+CMAKE_LIB = . tools/lib.sh && svmbatch_ccache && \
+	cmake -S libsvmbatch -B $(1) -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	-DCMAKE_INSTALL_PREFIX=$(LIB_PREFIX) $(2) >/dev/null && cmake --build $(1) -j$$(nproc)
 
 # ABI (e.g. 6.12.117+deb12-amd64) of the kernel family $(KERNEL)

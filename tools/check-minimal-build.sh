@@ -18,6 +18,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=tools/lib.sh
 . tools/lib.sh
+svmbatch_ccache
 work=${SVMBATCH_MINIMAL_BUILD_DIR:-$PWD/build/minimal}
 TAP_LOGDIR=$work
 build=$work/build

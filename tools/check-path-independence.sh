@@ -28,6 +28,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=tools/lib.sh
 . tools/lib.sh
+svmbatch_ccache
 top=$PWD
 kernel=${SVMBATCH_KERNELS##* } keep=0
 while [[ $# -gt 0 ]]; do

@@ -16,6 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=tools/lib.sh
 . tools/lib.sh
+svmbatch_ccache
 top=$PWD
 work=${SVMBATCH_PYTHON_PACKAGE_DIR:-$top/build/python-package}
 TAP_LOGDIR=$work
@@ -23,8 +24,14 @@ dist=$work/dist
 PYTHON=/usr/bin/python3
 REQ=$top/libsvmbatch/python/tests/requirements.txt
 
+# The wheel's CMake build goes to build/wheel of the sdist's temporary
+# tree, not to a temporary directory of its own: the sources' paths
+# relative to it are then the same in every run, and ccache
+# (svmbatch_ccache) finds the objects of an earlier run.  Not those of
+# the Python binding: pybind11's headers are in the isolated build
+# environment, a new temporary directory every time.
 build_dists() {
-	"$PYTHON" -m build --outdir "$dist" "$top" &&
+	"$PYTHON" -m build -C build-dir=build/wheel --outdir "$dist" "$top" &&
 		ls "$dist"/svmbatch-*.tar.gz "$dist"/svmbatch-*.whl
 }
 

@@ -99,6 +99,10 @@ if ! tap_step deps tools/install-deps.sh; then
 	summary
 	exit 1
 fi
+# Every CMake build below (and pip's of the Python package, and the
+# packages') compiles through ccache, which the deps step installed; its
+# cache outlives the checkout (tools/lib.sh).
+svmbatch_ccache
 tap_step shellcheck make --no-print-directory shellcheck
 # The judge of the host programs below, on fixtures it must fail.
 tap_program tap-runner tools/tap-runner-test.sh

@@ -24,6 +24,8 @@ PACKAGES=(
 	debhelper dh-dkms dkms dpkg-dev fakeroot adduser
 	flex bison libssl-dev
 	shellcheck clang-format-14 jq
+	# the compiler cache of make check's CMake builds (tools/lib.sh: svmbatch_ccache)
+	ccache
 	python3-dev pybind11-dev python3-pytest python3-numpy python3-torch libtorch-dev python3-pip
 	python3-build python3-venv
 	# what transformers imports (tools/python-deps.sh brings it, pinned, from

@@ -14,6 +14,7 @@
 #   svmbatch_guest_files   run.sh arguments for the command's and the udev
 #                          rule's guest tests
 #   svmbatch_source_files  the tree's source files (a checkout or a tarball)
+#   svmbatch_ccache        compile CMake's new build directories through ccache
 
 # Debian's kernel families, oldest first.  The debug kernel (built from
 # linux-source-6.12, tools/vmtest/kernels.sh) is named "debug" on top.
@@ -151,4 +152,34 @@ svmbatch_source_files() {
 	else
 		find . -path ./build -prune -o \( -type f -o -type l \) -print | sed 's|^\./||'
 	fi
+}
+
+# svmbatch_ccache: where ccache is installed, export what makes every
+# CMake build directory configured from now on compile through it:
+# CMAKE_<LANG>_COMPILER_LAUNCHER (CMake 3.17 and later read them when a
+# build directory is configured for the first time; one configured
+# before keeps the launcher it has, or none).  The cache is ccache/ in
+# $SVMBATCH_CACHE (default /var/cache/svmbatch, beside the kernels, so it
+# outlives a checkout: CI's clean clones), at most 5G, where that can be
+# written (as root), else ccache's own (~/.cache/ccache, its configuration
+# untouched).  A checkout at another path, or pip's build of the sdist
+# in a temporary directory, hits what an earlier one compiled: paths are
+# hashed relative to the directory the compiler runs in (base_dir /) and
+# that directory is not hashed (hash_dir false; the debug information of
+# a hit then names the directory of the build that filled the cache).
+# What the caller set already is kept (an empty launcher: no ccache;
+# CCACHE_DISABLE=1 turns it off too); without ccache, nothing is set.
+svmbatch_ccache() {
+	command -v ccache >/dev/null 2>&1 || return 0
+	: "${CMAKE_C_COMPILER_LAUNCHER=ccache}" "${CMAKE_CXX_COMPILER_LAUNCHER=ccache}" \
+		"${CMAKE_CUDA_COMPILER_LAUNCHER=ccache}"
+	export CMAKE_C_COMPILER_LAUNCHER CMAKE_CXX_COMPILER_LAUNCHER CMAKE_CUDA_COMPILER_LAUNCHER
+	svmbatch_ccache_dir=${SVMBATCH_CACHE:-/var/cache/svmbatch}/ccache
+	if [ -z "${CCACHE_DIR-}" ] && mkdir -p "$svmbatch_ccache_dir" 2>/dev/null &&
+		[ -w "$svmbatch_ccache_dir" ]; then
+		export CCACHE_DIR="$svmbatch_ccache_dir"
+		export CCACHE_MAXSIZE="${CCACHE_MAXSIZE:-5G}"
+	fi
+	export CCACHE_BASEDIR="${CCACHE_BASEDIR-/}"
+	export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR-1}"
 }
