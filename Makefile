@@ -103,13 +103,21 @@ CXX_UNITS = $$(jq -r '.[].file | select(endswith(".cpp")) | select(startswith("$
 	select(endswith("/libsvmbatch/tests/torch_test.cpp") | not)' \
 	$(LIB_OUT)/compile_commands.json | sort -u)
 
+# A file that passed is not checked again while nothing clang-tidy reads
+# for it has changed (tools/clang-tidy-cached.sh: its stamps are in
+# /var/cache/svmbatch/clang-tidy where that can be written).
 ## lib-tidy     clang-tidy (.clang-tidy files) over every C++ file of make python's build
 lib-tidy: python
 	@units=$(CXX_UNITS); test -n "$$units"; \
 	echo "clang-tidy: $$(wc -w <<<"$$units") files"; \
-	xargs -n 4 -P $$(nproc) clang-tidy -p $(LIB_OUT) --quiet \
+	tally=$$(mktemp); \
+	SVMBATCH_TIDY_TALLY=$$tally xargs -n 4 -P $$(nproc) tools/clang-tidy-cached.sh \
+		-p $(LIB_OUT) --quiet \
 		$(if $(wildcard $(CUDA_INC)/cuda_runtime.h),--extra-arg=-isystem$(CUDA_INC)) \
-		<<<"$$units"
+		<<<"$$units"; rc=$$?; \
+	echo "clang-tidy: $$(grep -c '^checked ' $$tally) checked," \
+		"$$(grep -c '^cached ' $$tally) unchanged since they passed"; \
+	rm -f $$tally; exit $$rc
 
 # The CUDA programs (.cu files, and .cpp files that include cuda_runtime.h)
 # that CMake compiled in the release build (compile_commands.json: the
