@@ -16,17 +16,23 @@ endif()
 set(SVMBATCH_HIP_ARCHITECTURES "gfx90a;gfx942;gfx1100" CACHE STRING
     "GPUs the HIP example is compiled for (hipcc --offload-arch)")
 set(_probe ${CMAKE_CURRENT_BINARY_DIR}/hip_arch_probe.hip)
+# Debian's hipcc leaves a directory in TMPDIR for every file it compiles:
+# keep them in the build tree, not in /tmp.
+set(_hipcc_tmp ${CMAKE_CURRENT_BINARY_DIR}/hipcc-tmp)
+file(MAKE_DIRECTORY ${_hipcc_tmp})
+set(_hipcc ${CMAKE_COMMAND} -E env TMPDIR=${_hipcc_tmp} ${HIPCC_EXECUTABLE})
 file(WRITE ${_probe} "#include <hip/hip_runtime.h>\n__global__ void k(int *p) { *p = 1; }\n")
 set(SVMBATCH_HIP_BUILT_ARCHITECTURES)
 set(_dropped)
 foreach(arch ${SVMBATCH_HIP_ARCHITECTURES})
-  execute_process(COMMAND ${HIPCC_EXECUTABLE} --offload-arch=${arch} -c ${_probe}
+  execute_process(COMMAND ${_hipcc} --offload-arch=${arch} -c ${_probe}
                           -o ${CMAKE_CURRENT_BINARY_DIR}/hip_arch_probe.o
                   RESULT_VARIABLE _rc OUTPUT_QUIET ERROR_VARIABLE _err)
   if(_rc EQUAL 0)
     list(APPEND SVMBATCH_HIP_BUILT_ARCHITECTURES ${arch})
   else()
     string(REGEX MATCH "error: [^\n]*" _why "${_err}")
+    string(REPLACE ";" "," _why "${_why}") # one list element
     list(APPEND _dropped "${arch} (${_why})")
   endif()
 endforeach()
@@ -54,7 +60,7 @@ list(APPEND _headers ${SVMBATCH_GENERATED_INCLUDE}/svmbatch/all.hpp)
 function(svmbatch_hip_program name)
   set(_obj ${CMAKE_CURRENT_BINARY_DIR}/${name}.o)
   add_custom_command(OUTPUT ${_obj}
-    COMMAND ${HIPCC_EXECUTABLE} ${_arch_flags} -std=c++20 -O2 -Wall -Wextra -Werror
+    COMMAND ${_hipcc} ${_arch_flags} -std=c++20 -O2 -Wall -Wextra -Werror
             -I${CMAKE_CURRENT_SOURCE_DIR}/../libsvmbatch/include -I${SVMBATCH_GENERATED_INCLUDE}
             -I${SVMBATCH_UAPI_DIR} -c ${CMAKE_CURRENT_SOURCE_DIR}/${name}.hip -o ${_obj}
     DEPENDS ${name}.hip ${_headers} ${SVMBATCH_GENERATED_INCLUDE}/svmbatch/config.h
