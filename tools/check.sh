@@ -89,7 +89,9 @@ guest_count() {
 	echo "$summary ($(cat "$TAP_LOGDIR/vmtest-$k.seconds" 2>/dev/null) s, log $log)"
 	if ((f)); then
 		failures+=("vmtest-$k")
-		grep -E "^(FAIL|not ok|#  +FAIL)|BUG:|WARNING:" "$log" | head -n 40 | sed 's/^/    /'
+		# parse-log.sh's FAILURES: block, each reason with its lines
+		sed -n '/^FAILURES:$/,/^vmtest [^ ]*: [0-9]/{/^vmtest /d;p}' "$log" |
+			head -n 40 | sed 's/^/    /'
 	fi
 	grep -E "^# SKIP|# SKIP " "$log" | sort | uniq -c | sed 's/^/    skip: /' | head -n 20
 }
