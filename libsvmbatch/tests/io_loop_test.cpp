@@ -138,6 +138,43 @@ TEST_F(IoLoopTest, AnIoThreadSleepsOnLargeTransfersAndSpinsOnSmallOnes)
 	}
 }
 
+/* Likewise the pump: with much handed to the I/O threads (here a 4 MiB
+ * read of an empty pipe) it parks at once, leaving the cores to the
+ * copies; with one small request in flight it spins, ready for the next.
+ * A spin time longer than the test, so that only the bytes decide: the
+ * parks counted over 100 ms say which.  (Not the thread's state: a pump
+ * parked 50 us at a time under ASan or TCG is running about half the
+ * time.) */
+TEST_F(IoLoopTest, APumpParksWhileMuchIsWithTheIoThreadsAndSpinsOtherwise)
+{
+	for (const std::uint64_t len : {std::uint64_t{4} << 20, std::uint64_t{4096}}) {
+		int fds[2];
+		ASSERT_EQ(::pipe(fds), 0);
+		Guarded b(*ctx_, {4 << 20});
+		IoLoopOptions o = test::loop_options(32, 1);
+		o.spin = std::chrono::seconds(30);
+		IoLoop loop(*ctx_, *b.reg, o);
+		const std::uint32_t f = loop.add_file(fds[0]);
+		IoLoopClient client(loop.host_queue());
+		const std::int64_t t = client.read(f, 0, len, 0, 0);
+		ASSERT_GE(t, 0);
+		std::this_thread::sleep_for(std::chrono::milliseconds(20));
+		const std::uint64_t parks = loop.stats().parks;
+		std::this_thread::sleep_for(std::chrono::milliseconds(100));
+		if (len > (2 << 20))
+			EXPECT_GT(loop.stats().parks, parks)
+				<< len << " B with the I/O threads: spins";
+		else
+			EXPECT_EQ(loop.stats().parks, parks)
+				<< len << " B with the I/O threads: parks";
+		::close(fds[1]); // the read ends: no data
+		const IoCompletion c = client.wait(t);
+		EXPECT_EQ(c.status, -ENODATA) << len;
+		EXPECT_EQ(c.bytes, 0u);
+		::close(fds[0]);
+	}
+}
+
 TEST_F(IoLoopTest, BadOptionsAreEINVAL)
 {
 	Guarded b(*ctx_, {4096});

@@ -517,6 +517,15 @@ bool IoWorkers::post(IoPiece &piece)
 	return workers_[best]->push(piece);
 }
 
+std::uint64_t IoWorkers::outstanding_bytes() noexcept
+{
+	std::uint64_t n = 0;
+
+	for (auto &w : workers_)
+		n += w->outstanding(true);
+	return n;
+}
+
 void IoWorkers::cancel() noexcept
 {
 	for (auto &w : workers_)

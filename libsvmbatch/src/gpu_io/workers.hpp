@@ -116,6 +116,9 @@ public:
 	void cancel() noexcept;
 	/// Pieces posted and not ended.
 	std::size_t busy() const noexcept;
+	/// Bytes posted and not ended (a device read's: until read).  The
+	/// pump's: it reads each thread's count of what it ended.
+	std::uint64_t outstanding_bytes() noexcept;
 
 private:
 	io_uring ring0_{};

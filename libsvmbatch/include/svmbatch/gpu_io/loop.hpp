@@ -79,9 +79,11 @@ struct IoLoopOptions {
 	/// Requests moving at once, at most; beyond, the pump leaves
 	/// published requests in the ring (producers then wait for slots).
 	std::size_t max_in_flight = 8192;
-	/// Idle: poll for this long, then park.  The I/O threads likewise
-	/// spin this long after their last transfer, then sleep until the
-	/// pump hands them one.
+	/// Idle: poll for this long, then park; at once while more than
+	/// 2 MiB are with the I/O threads (they have work for longer than a
+	/// park, and a spinning pump takes a core from the copies).  The I/O
+	/// threads likewise spin this long after their last transfer, then
+	/// sleep until the pump hands them one.
 	std::chrono::microseconds spin{200};
 	/// Parked: poll every `park`.  The wake-up latency of a parked loop is
 	/// at most this (plus the scheduler's).
@@ -133,8 +135,9 @@ struct IoLoopStats {
 /// file, the file's own errors such as -EIO and -ENOSPC as the status);
 /// the thread that ends a request's last piece completes it then and
 /// there.  Every request a producer published completes exactly once.
-/// Idle, the pump spins for options.spin, then parks, polling every
-/// options.park; the I/O threads spin as long, then sleep until woken.
+/// Idle, the pump spins for options.spin (not while more than 2 MiB are
+/// with the I/O threads), then parks, polling every options.park; the
+/// I/O threads spin as long, then sleep until woken.
 ///
 /// The registration, its Context and the files must outlive the loop.
 class SVMBATCH_API IoLoop {
