@@ -10,9 +10,11 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <random>
 #include <thread>
 #include <vector>
@@ -103,6 +105,29 @@ TEST_F(IoLoopTest, ItsThreadsAreNamed)
 	}
 }
 
+/* A loop of one I/O thread and a 30 s spin with a read of len bytes of
+ * an empty pipe in flight: check(loop) runs while it waits; then the
+ * pipe's writer closes and the read ends with -ENODATA. */
+void read_empty_pipe(Context &ctx, std::uint64_t len, const std::function<void(IoLoop &)> &check)
+{
+	int fds[2];
+	ASSERT_EQ(::pipe(fds), 0);
+	Guarded b(ctx, {std::max<std::size_t>(len, 1 << 20)});
+	IoLoopOptions o = test::loop_options(32, 1);
+	o.spin = std::chrono::seconds(30);
+	IoLoop loop(ctx, *b.reg, o);
+	const std::uint32_t f = loop.add_file(fds[0]);
+	IoLoopClient client(loop.host_queue());
+	const std::int64_t t = client.read(f, 0, len, 0, 0);
+	ASSERT_GE(t, 0);
+	check(loop);
+	::close(fds[1]); // the read ends: no data
+	const IoCompletion c = client.wait(t);
+	EXPECT_EQ(c.status, -ENODATA) << len;
+	EXPECT_EQ(c.bytes, 0u);
+	::close(fds[0]);
+}
+
 /* An I/O thread with a large transfer in flight that io_uring did not
  * finish inline (here a pipe's read, armed on poll; a buffered read of
  * tmpfs goes to an io-wq worker) sleeps on its ring, leaving the core to
@@ -111,31 +136,18 @@ TEST_F(IoLoopTest, ItsThreadsAreNamed)
  * so that only the bytes in flight decide. */
 TEST_F(IoLoopTest, AnIoThreadSleepsOnLargeTransfersAndSpinsOnSmallOnes)
 {
-	for (const std::uint64_t len : {std::uint64_t{1} << 20, std::uint64_t{4096}}) {
-		int fds[2];
-		ASSERT_EQ(::pipe(fds), 0);
-		Guarded b(*ctx_, {1 << 20});
-		IoLoopOptions o = test::loop_options(32, 1);
-		o.spin = std::chrono::seconds(30);
-		IoLoop loop(*ctx_, *b.reg, o);
-		const std::uint32_t f = loop.add_file(fds[0]);
-		const std::vector<int> io = test::thread_ids_named("svmbatch-io");
-		ASSERT_EQ(io.size(), 1u) << "another loop's I/O threads are alive";
-		IoLoopClient client(loop.host_queue());
-		const std::int64_t t = client.read(f, 0, len, 0, 0);
-		ASSERT_GE(t, 0);
-		std::this_thread::sleep_for(std::chrono::milliseconds(50));
-		const int running = test::times_running(io[0], 200, std::chrono::microseconds(500));
-		if (len > (256 << 10))
-			EXPECT_LT(running, 100) << len << " B in flight: spins";
-		else
-			EXPECT_GT(running, 180) << len << " B in flight: sleeps";
-		::close(fds[1]); // the read ends: no data
-		const IoCompletion c = client.wait(t);
-		EXPECT_EQ(c.status, -ENODATA) << len;
-		EXPECT_EQ(c.bytes, 0u);
-		::close(fds[0]);
-	}
+	for (const std::uint64_t len : {std::uint64_t{1} << 20, std::uint64_t{4096}})
+		read_empty_pipe(*ctx_, len, [len](IoLoop &) {
+			const std::vector<int> io = test::thread_ids_named("svmbatch-io");
+			ASSERT_EQ(io.size(), 1u) << "another loop's I/O threads are alive";
+			std::this_thread::sleep_for(std::chrono::milliseconds(50));
+			const int running =
+				test::times_running(io[0], 200, std::chrono::microseconds(500));
+			if (len > (256 << 10))
+				EXPECT_LT(running, 100) << len << " B in flight: spins";
+			else
+				EXPECT_GT(running, 180) << len << " B in flight: sleeps";
+		});
 }
 
 /* Likewise the pump: with much handed to the I/O threads (here a 4 MiB
@@ -147,32 +159,18 @@ TEST_F(IoLoopTest, AnIoThreadSleepsOnLargeTransfersAndSpinsOnSmallOnes)
  * time.) */
 TEST_F(IoLoopTest, APumpParksWhileMuchIsWithTheIoThreadsAndSpinsOtherwise)
 {
-	for (const std::uint64_t len : {std::uint64_t{4} << 20, std::uint64_t{4096}}) {
-		int fds[2];
-		ASSERT_EQ(::pipe(fds), 0);
-		Guarded b(*ctx_, {4 << 20});
-		IoLoopOptions o = test::loop_options(32, 1);
-		o.spin = std::chrono::seconds(30);
-		IoLoop loop(*ctx_, *b.reg, o);
-		const std::uint32_t f = loop.add_file(fds[0]);
-		IoLoopClient client(loop.host_queue());
-		const std::int64_t t = client.read(f, 0, len, 0, 0);
-		ASSERT_GE(t, 0);
-		std::this_thread::sleep_for(std::chrono::milliseconds(20));
-		const std::uint64_t parks = loop.stats().parks;
-		std::this_thread::sleep_for(std::chrono::milliseconds(100));
-		if (len > (2 << 20))
-			EXPECT_GT(loop.stats().parks, parks)
-				<< len << " B with the I/O threads: spins";
-		else
-			EXPECT_EQ(loop.stats().parks, parks)
-				<< len << " B with the I/O threads: parks";
-		::close(fds[1]); // the read ends: no data
-		const IoCompletion c = client.wait(t);
-		EXPECT_EQ(c.status, -ENODATA) << len;
-		EXPECT_EQ(c.bytes, 0u);
-		::close(fds[0]);
-	}
+	for (const std::uint64_t len : {std::uint64_t{4} << 20, std::uint64_t{4096}})
+		read_empty_pipe(*ctx_, len, [len](IoLoop &loop) {
+			std::this_thread::sleep_for(std::chrono::milliseconds(20));
+			const std::uint64_t parks = loop.stats().parks;
+			std::this_thread::sleep_for(std::chrono::milliseconds(100));
+			if (len > (2 << 20))
+				EXPECT_GT(loop.stats().parks, parks)
+					<< len << " B with the I/O threads: spins";
+			else
+				EXPECT_EQ(loop.stats().parks, parks)
+					<< len << " B with the I/O threads: parks";
+		});
 }
 
 TEST_F(IoLoopTest, BadOptionsAreEINVAL)
