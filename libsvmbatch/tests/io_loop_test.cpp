@@ -173,6 +173,55 @@ TEST_F(IoLoopTest, APumpParksWhileMuchIsWithTheIoThreadsAndSpinsOtherwise)
 		});
 }
 
+/* One I/O thread keeping at most thread_bytes in flight: three 64 KiB
+ * reads of an empty pipe published together, 64 KiB allowed.  The
+ * second goes to io_uring only once the first ended, the third once the
+ * second did; without the cap all three are submitted at once, long
+ * before the writer, 50 ms later, lets any end.  The trace says which. */
+TEST_F(IoLoopTest, AnIoThreadKeepsAtMostThreadBytesInFlight)
+{
+	constexpr std::uint64_t piece = 64 << 10;
+	int fds[2];
+	ASSERT_EQ(::pipe(fds), 0);
+	Guarded b(*ctx_, {3 * piece});
+	std::vector<IoLoopTimes> trace(3);
+	IoLoopOptions o = test::loop_options(32, 1);
+	o.thread_bytes = piece;
+	o.trace = trace;
+	std::vector<std::int64_t> t;
+	{
+		IoLoop loop(*ctx_, *b.reg, o);
+		const std::uint32_t f = loop.add_file(fds[0]);
+		IoLoopClient client(loop.host_queue());
+		for (std::uint64_t k = 0; k < 3; k++)
+			t.push_back(client.read(f, 0, piece, 0, k * piece, k));
+		std::this_thread::sleep_for(std::chrono::milliseconds(50));
+		const std::vector<char> data(3 * piece, 'x');
+		/* Blocks while the pipe is full: the loop's reads drain it. */
+		ASSERT_EQ(::write(fds[1], data.data(), data.size()),
+			  static_cast<ssize_t>(data.size()));
+		for (std::uint64_t k = 0; k < 3; k++) {
+			ASSERT_GE(t[k], 0);
+			const IoCompletion c = client.wait(t[k]);
+			EXPECT_EQ(c.status, 0) << k;
+			EXPECT_EQ(c.bytes, piece) << k;
+			EXPECT_EQ(c.tag, k);
+		}
+		loop.stop();
+	}
+	for (std::size_t k = 1; k < 3; k++) {
+		const IoLoopTimes &prev = trace[static_cast<std::size_t>(t[k - 1])];
+		const IoLoopTimes &cur = trace[static_cast<std::size_t>(t[k])];
+		ASSERT_NE(cur.submitted_ns, 0u) << k;
+		EXPECT_GE(cur.submitted_ns, prev.done_ns)
+			<< "read " << k << " went to io_uring before read " << k - 1 << " ended";
+	}
+	EXPECT_EQ(std::count(b.data(0), b.data(0) + 3 * piece, 'x'),
+		  static_cast<std::ptrdiff_t>(3 * piece));
+	::close(fds[0]);
+	::close(fds[1]);
+}
+
 TEST_F(IoLoopTest, BadOptionsAreEINVAL)
 {
 	Guarded b(*ctx_, {4096});
@@ -183,6 +232,11 @@ TEST_F(IoLoopTest, BadOptionsAreEINVAL)
 		EXPECT_EQ(e.err(), EINVAL) << slots;
 		EXPECT_EQ(e.step(), Step::Validate);
 	}
+	IoLoopOptions o;
+	o.thread_bytes = 0;
+	Error e = expect_error([&] { IoLoop loop(*ctx_, *b.reg, o); });
+	EXPECT_EQ(e.err(), EINVAL);
+	EXPECT_EQ(e.step(), Step::Validate);
 }
 
 /* 8 producers, 1500 requests each, 4 outstanding per producer, through

@@ -70,9 +70,9 @@ void check_options(const IoLoopOptions &o)
 		throw Error(EINVAL, Step::Validate,
 			    "IoLoop slots must be a power of two from 32 to 2^24, not " +
 				    std::to_string(o.slots));
-	if (!o.max_batch || !o.max_in_flight)
+	if (!o.max_batch || !o.max_in_flight || !o.thread_bytes)
 		throw Error(EINVAL, Step::Validate,
-			    "IoLoop max_batch and max_in_flight must be > 0");
+			    "IoLoop max_batch, max_in_flight and thread_bytes must be > 0");
 	if (!o.io.max_io_bytes || !o.io.direct_alignment)
 		throw Error(EINVAL, Step::Validate,
 			    "IoLoop io.max_io_bytes and io.direct_alignment must be > 0");
@@ -193,7 +193,7 @@ IoLoopPump::IoLoopPump(Context &context, const Registration &registration, const
 	ring_reg_.emplace(context.register_buffers({&ring, 1}));
 	if (o.gpu)
 		gpu_ = o.gpu->map(*ring_reg_);
-	workers_.emplace(registration, options_.io, options_.spin, *this);
+	workers_.emplace(registration, options_.io, options_.thread_bytes, options_.spin, *this);
 	if (o.device.engine)
 		staging_.emplace(workers_->fixed().slices(o.device.staging),
 				 std::min<std::size_t>({o.device.chunk_bytes, o.io.max_io_bytes,

@@ -99,10 +99,13 @@ void end_piece(IoPiece &p, int status, IoCompletionSink &sink) noexcept
 class IoWorker { // NOLINT(clang-analyzer-optin.performance.Padding)
 public:
 	/// ring: borrowed (the IoWorkers' first) or owned (own is true).
+	/// At most depth transfers and max_bytes in flight (one at least).
 	IoWorker(io_uring *ring, std::optional<FixedBuffers> fixed, bool own, unsigned depth,
-		 bool async, std::chrono::microseconds spin, IoCompletionSink &sink)
-		: ring_(ring), fixed_(std::move(fixed)), own_(own), depth_(depth), async_(async),
-		  spin_(spin), sink_(sink), queue_(queue_slots), slots_(depth), slot_bytes_(depth)
+		 std::uint64_t max_bytes, bool async, std::chrono::microseconds spin,
+		 IoCompletionSink &sink)
+		: ring_(ring), fixed_(std::move(fixed)), own_(own), depth_(depth),
+		  max_bytes_(max_bytes), async_(async), spin_(spin), sink_(sink),
+		  queue_(queue_slots), slots_(depth), slot_bytes_(depth)
 	{
 		for (unsigned s = 0; s < depth; s++)
 			free_.push_back(depth - 1 - s);
@@ -225,7 +228,9 @@ private:
 	}
 
 	/// Submit what is queued (continuations first), a submit_bytes at a
-	/// time.
+	/// time, while fewer than depth_ transfers are in flight and the next
+	/// fits in max_bytes_ (or nothing is in flight).  Whether it submitted
+	/// or ended anything.
 	bool fill() noexcept
 	{
 		bool any = false;
@@ -247,18 +252,20 @@ private:
 			} else if (!pop(p)) {
 				break;
 			}
-			any = true;
 			if (cancel_.load(std::memory_order_relaxed)) {
 				end(p, -ECANCELED);
+				any = true;
 				continue;
 			}
-			io_uring_sqe *sqe = io_uring_get_sqe(ring_);
-			if (!sqe) {
+			const auto len = static_cast<unsigned>(p.len - p.done);
+			io_uring_sqe *sqe = nullptr;
+			if ((in_flight_ + queued && in_flight_bytes_ + len > max_bytes_) ||
+			    !(sqe = io_uring_get_sqe(ring_))) {
 				local_.push_front(std::move(p));
 				break;
 			}
+			any = true;
 			char *addr = p.addr + p.done;
-			const auto len = static_cast<unsigned>(p.len - p.done);
 			const std::uint64_t off = p.file_offset + p.done;
 			if (p.write)
 				io_uring_prep_write_fixed(sqe, p.fd, addr, len, off,
@@ -371,6 +378,7 @@ private:
 	std::optional<FixedBuffers> fixed_;
 	bool own_;
 	unsigned depth_;
+	std::uint64_t max_bytes_;
 	bool async_;
 	std::chrono::microseconds spin_;
 	IoCompletionSink &sink_;
@@ -400,7 +408,8 @@ private:
 };
 
 IoWorkers::IoWorkers(const Registration &registration, const IoOptions &options,
-		     std::chrono::microseconds spin, IoCompletionSink &sink)
+		     std::uint64_t thread_bytes, std::chrono::microseconds spin,
+		     IoCompletionSink &sink)
 {
 	const unsigned threads =
 		std::min(options.threads ? options.threads : default_threads(), max_threads);
@@ -467,14 +476,20 @@ IoWorkers::IoWorkers(const Registration &registration, const IoOptions &options,
 				old_limits_[1] = limits[1];
 			}
 		}
+		/* One ring for all of io-wq's workers: their bytes together. */
+		const std::uint64_t bytes0 = !async_ ? thread_bytes :
+					     thread_bytes > UINT64_MAX / threads ?
+						       UINT64_MAX :
+						       thread_bytes * threads;
 		workers_.push_back(std::make_unique<IoWorker>(&ring0_, std::nullopt, false,
-							      async_ ? depth0 : depth, async_, spin,
-							      sink));
+							      async_ ? depth0 : depth, bytes0,
+							      async_, spin, sink));
 		for (auto &[r, f] : more) {
 			io_uring *ring = r;
 			r = nullptr;
 			workers_.push_back(std::make_unique<IoWorker>(ring, std::move(f), true,
-								      depth, false, spin, sink));
+								      depth, thread_bytes, false,
+								      spin, sink));
 		}
 	} catch (...) {
 		workers_.clear();

@@ -91,10 +91,13 @@ public:
 	/// clone_buffers): RingPerThread gives every thread a ring with the
 	/// fixed buffers (cloned where the kernel can); AsyncWorkers one
 	/// thread whose ring sends transfers of regular files to io-wq
-	/// (options.threads workers at most).  Idle, a thread spins for spin,
-	/// then sleeps until post() wakes it.
+	/// (options.threads workers at most).  A ring keeps at most
+	/// thread_bytes in flight (AsyncWorkers' ring: that per worker), at
+	/// least one transfer.  Idle, a thread spins for spin, then sleeps
+	/// until post() wakes it.
 	IoWorkers(const Registration &registration, const IoOptions &options,
-		  std::chrono::microseconds spin, IoCompletionSink &sink);
+		  std::uint64_t thread_bytes, std::chrono::microseconds spin,
+		  IoCompletionSink &sink);
 	IoWorkers(const IoWorkers &) = delete;
 	IoWorkers &operator=(const IoWorkers &) = delete;
 	IoWorkers(IoWorkers &&) = delete;

@@ -73,6 +73,13 @@ struct IoLoopOptions {
 	/// longer requests go in pieces, to several threads), O_DIRECT's
 	/// alignment.
 	IoOptions io;
+	/// Bytes an I/O thread keeps in flight at most (one transfer always
+	/// goes); further pieces wait in its queue.  A buffered read that
+	/// io_uring cannot copy inline (tmpfs's, among others) takes an io-wq
+	/// worker for as long as it copies: at 32 reads of 1 MiB a ring, 16
+	/// threads kept about 500 workers runnable on 16 cores.  The default
+	/// keeps the queue depth for requests of 64 KiB and less.
+	std::uint64_t thread_bytes = std::uint64_t{2} << 20;
 	/// Requests the pump takes out of the ring in one sweep, at most,
 	/// before it looks at deferred completions again.
 	std::size_t max_batch = 256;
