@@ -32,8 +32,11 @@
 //    the batch's pieces (contiguous in the staging buffers and in device
 //    memory) on four streams while the next batch is read.  It has no
 //    per-request latency: its rows carry none (no p50/p99 members).
-// One request in flight (one warp, one lane, 4 KiB), with where its time
-// goes: the GPU's globaltimer stamps (before svmbatch_read, after it
+// One request in flight (one warp, one lane, 4 KiB) of the tmpfs file and,
+// with --latency-dir, of a file of that directory's file system in its page
+// cache (written, synced: io_uring copies a cached read of ext4 or xfs
+// inline, where it hands each read of tmpfs to an io-wq worker), with where
+// its time goes: the GPU's globaltimer stamps (before svmbatch_read, after it
 // returned, after svmbatch_wait returned) and the pump's host stamps
 // (IoLoopOptions::trace: taken from the ring, submitted, transfer reaped,
 // completion published), on one clock through a ping-pong calibration.
@@ -47,13 +50,16 @@
 //                [--sizes BYTES] [--io-threads N] [--max-batch N] [--spin-us N]
 //                [--poll-ns N] [--fast-poll-ns N] [--device-reads 0|1] [--copy-streams N]
 //                [--staging-mib N] [--blocking-sync 0|1] [--queue-depth N]
-//                [--parallelism auto|async|rings] [--machine TEXT] [--commit TEXT]
+//                [--parallelism auto|async|rings] [--thread-mib N]
+//                [--latency-dir DIR] [--machine TEXT] [--commit TEXT]
 //
 // --small-gib is the file for 4 KiB requests (a million requests a GiB).
 #include <cuda_runtime_api.h>
 
 #include <fcntl.h>
+#include <linux/magic.h>
 #include <sys/resource.h>
+#include <sys/vfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -99,10 +105,14 @@ struct Tuning {
 	svmbatch::IoLoopOptions loop;
 	bool device_reads = true;
 	unsigned copy_streams = 4;
-	/// --blocking-sync 1: the host threads that wait for the GPU sleep
-	/// (cudaDeviceScheduleBlockingSync) instead of spinning on a core.
-	bool blocking_sync = false;
+	/// The host threads that wait for the GPU sleep
+	/// (cudaDeviceScheduleBlockingSync), as a program waiting seconds for
+	/// a persistent kernel would, leaving their cores to the copies;
+	/// --blocking-sync 0: they spin, each on a core.
+	bool blocking_sync = true;
 	std::size_t staging_bytes = std::size_t{256} << 20;
+	/// One request in flight also on a file here (none: tmpfs only).
+	std::string latency_dir;
 	std::uint32_t max_poll_ns = SVMBATCH_GPU_MAX_POLL_NS;
 	std::uint32_t fast_poll_ns = SVMBATCH_GPU_FAST_POLL_NS;
 	std::string machine = "unnamed";
@@ -136,8 +146,9 @@ std::string json_list(const std::vector<double> &v)
 	return s + "]";
 }
 
-/// A file of pattern bytes in dir, written by every core, unlinked.
-int make_file(const std::string &dir, std::uint64_t len)
+/// A file of pattern bytes in dir, written by every core, unlinked; in
+/// the page cache (and, synced, clean there).
+int make_file(const std::string &dir, std::uint64_t len, bool sync = false)
 {
 	std::string path = dir + "/svmbatch-gpu-io-bench-XXXXXX";
 	int fd = ::mkstemp(path.data());
@@ -161,12 +172,37 @@ int make_file(const std::string &dir, std::uint64_t len)
 		});
 	for (auto &t : threads)
 		t.join();
+	if (sync && ::fdatasync(fd) != 0)
+		throw std::system_error(errno, std::generic_category(), "fdatasync " + path);
 	return fd;
+}
+
+/// The file system dir is on, by name where we know it.
+std::string file_system(const std::string &dir)
+{
+	struct statfs st {};
+	if (::statfs(dir.c_str(), &st) != 0)
+		throw std::system_error(errno, std::generic_category(), dir);
+	switch (static_cast<unsigned long>(st.f_type)) {
+	case TMPFS_MAGIC:
+		return "tmpfs";
+	case EXT4_SUPER_MAGIC:
+		return "ext4";
+	case XFS_SUPER_MAGIC:
+		return "xfs";
+	case BTRFS_SUPER_MAGIC:
+		return "btrfs";
+	default:
+		char hex[32];
+		std::snprintf(hex, sizeof(hex), "0x%lx", static_cast<unsigned long>(st.f_type));
+		return hex;
+	}
 }
 
 struct Measured {
 	std::vector<double> gbps, rps;
-	std::optional<double> p50_us, p99_us; ///< the loop's; the host pipeline has none
+	std::optional<double> p50_us,
+		p99_us; ///< the loop's; the host pipeline has none
 	std::uint64_t requests = 0, errors = 0;
 
 	/// One rep of a kernel: its rates and errors, and its latency
@@ -449,10 +485,14 @@ EngineRate engine_rate(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, cons
 	return {streams, threads, blocks, static_cast<double>(copies * chunk) / t / 1e9};
 }
 
+/// One request in flight: one_requests of 4 KiB, one after another.
+constexpr std::uint64_t one_requests = 20000, one_request_bytes = one_requests * 4096;
+
 /// One request in flight: latency, and where it goes.
 struct OneRequest {
 	Measured m;
 	std::string breakdown_json;
+	std::string file_system;
 };
 
 /// p50 and p99 of the differences b[i] - a[i] (ns, on one clock), in us.
@@ -473,7 +513,7 @@ std::string step_json(const char *name, const std::vector<std::int64_t> &d)
 
 OneRequest run_one(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd, const Tuning &tune)
 {
-	constexpr std::uint64_t n = 20000, size = 4096;
+	constexpr std::uint64_t n = one_requests, size = one_request_bytes / one_requests;
 	WarpBuffers wb(ctx, cuda, 1);
 	std::vector<svmbatch::IoLoopTimes> trace(n);
 	svmbatch::IoLoopOptions lo = loop_options(tune, cuda);
@@ -858,7 +898,9 @@ const char *const method =
 	"its Reader, and the writes' Writer, with the loop's I/O options (io_threads)\", "
 	"\"one_request_in_flight\": \"one warp, one lane: 20000 4 KiB requests one after "
 	"another, no copy; latency from before svmbatch_read() to after svmbatch_wait() "
-	"returned (globaltimer)\", "
+	"returned (globaltimer); of the tmpfs file, and with --latency-dir of an 80 MB file "
+	"there (written, fdatasync'd: clean in the page cache), each row naming its "
+	"file_system\", "
 	"\"latency_breakdown\": \"per request of one_request_in_flight, p50 and p99 of each "
 	"step: the GPU stamps (globaltimer) before svmbatch_read(), after it returned (the "
 	"request published: its seq store issued) and after svmbatch_wait() returned; the "
@@ -896,7 +938,12 @@ const char *const method =
 	"resident_blocks x --warps warps polling lines of their own (0: none); rate from the "
 	"first copy to the last done\", "
 	"\"figures\": \"medians of --reps runs; loop_device_over_host_1MiB null with "
-	"--device-reads 0\"}";
+	"--device-reads 0\", "
+	"\"summary\": \"one_request_*: the last one_request_in_flight row (--latency-dir's "
+	"where given, one_request_file_system), one_request_tmpfs_*: the tmpfs file's; "
+	"loop_over_host_1MiB and loop_1MiB_GBps: the loop's path into device memory "
+	"(loop_1MiB_path: device reads, the warps' copy with --device-reads 0), "
+	"loop_warp_copy_over_host_1MiB and loop_no_copy_over_host_1MiB the other two\"}";
 
 int run(const std::string &dir, double gib, double small_gib, int reps, unsigned warps,
 	const Tuning &tune, const std::vector<std::uint64_t> &sizes)
@@ -972,7 +1019,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 						     streams, threads, resident,
 						     resident ? warps : 0, e.gbps);
 				}
-	Measured loop1m, device1m, host1m, loop4k, host4k;
+	Measured loop1m, nocopy1m, device1m, host1m, loop4k, host4k;
 	std::uint64_t errors = 0;
 	for (std::uint64_t size : sizes) {
 		const bool is_small = size == (4u << 10);
@@ -1013,6 +1060,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 			"}";
 		if (size == (1u << 20)) {
 			loop1m = l;
+			nocopy1m = d;
 			host1m = h;
 			if (dev)
 				device1m = *dev;
@@ -1022,11 +1070,25 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 			host4k = h;
 		}
 	}
-	// Latency without queueing: one warp, one request at a time.
-	OneRequest one = run_one(ctx, cuda, fd_small, tune);
-	errors += one.m.errors;
-	rows += ",\n    {\"request_bytes\": 4096, \"one_request_in_flight\": " +
-		measured_json(one.m) + ",\n     \"latency_breakdown\": " + one.breakdown_json + "}";
+	// Latency without queueing: one warp, one request at a time, of the
+	// tmpfs file and of one in the page cache of --latency-dir's file
+	// system (the summary's where given).
+	std::vector<OneRequest> ones;
+	ones.push_back(run_one(ctx, cuda, fd_small, tune));
+	ones.back().file_system = file_system(dir);
+	if (!tune.latency_dir.empty()) {
+		const int fd = make_file(tune.latency_dir, one_request_bytes, true);
+		ones.push_back(run_one(ctx, cuda, fd, tune));
+		ones.back().file_system = file_system(tune.latency_dir);
+		::close(fd);
+	}
+	for (const OneRequest &o : ones) {
+		errors += o.m.errors;
+		rows += ",\n    {\"request_bytes\": 4096, \"file_system\": \"" + o.file_system +
+			"\", \"one_request_in_flight\": " + measured_json(o.m) +
+			",\n     \"latency_breakdown\": " + o.breakdown_json + "}";
+	}
+	const OneRequest &one = ones.back();
 	::close(fd_big);
 	::close(fd_small);
 	std::uint64_t parks_per_s = 0;
@@ -1054,6 +1116,10 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		      idle_pct, static_cast<unsigned long long>(parks_per_s),
 		      static_cast<long long>(tune.loop.spin.count()),
 		      static_cast<long long>(tune.loop.park.count()));
+	// 1 MiB into device memory: the loop's path for it is device reads
+	// (the copy engines, as the pipeline's), the warps' own copy where
+	// they were not measured.
+	const Measured &path1m = device1m.gbps.empty() ? loop1m : device1m;
 	// Latencies: one_request_* are one request's path (one in flight);
 	// at full load they are queueing: blocks x warps x 32 lanes ask, each
 	// with two requests out while its warp waits (double-buffered).
@@ -1064,14 +1130,17 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		"{\n  %s,\n  \"machine_text\": %s,\n  \"sms\": %u,\n"
 		"  \"warps_per_block\": %u,\n  \"dir\": %s,\n"
 		"  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"fast_poll_ns\": %u,\n"
-		"  \"io_threads\": %u,\n  \"queue_depth\": %u,\n  \"parallelism\": \"%s\",\n  \"blocking_sync\": %s,\n  \"pump_idle\": %s,\n  \"copy_engine\": [%s],\n"
+		"  \"io_threads\": %u,\n  \"queue_depth\": %u,\n  \"thread_bytes\": %llu,\n  \"parallelism\": \"%s\",\n  \"blocking_sync\": %s,\n  \"pump_idle\": %s,\n  \"copy_engine\": [%s],\n"
 		"  \"cuda_copy_engine_1MiB\": [%s],\n"
 		"  \"results\": [\n%s\n  ],\n"
 		"  \"summary\": {\"one_request_p50_us\": %s, \"one_request_p99_us\": %s, "
-		"\"loop_over_host_1MiB\": %s, \"loop_4KiB_rps\": %.0f, "
+		"\"one_request_file_system\": \"%s\", \"one_request_tmpfs_p50_us\": %s, "
+		"\"one_request_tmpfs_p99_us\": %s, "
+		"\"loop_over_host_1MiB\": %s, \"loop_1MiB_path\": \"%s\", \"loop_4KiB_rps\": %.0f, "
 		"\"write_1MiB_GBps\": %.3f, \"host_write_1MiB_GBps\": %.3f, "
 		"\"loop_1MiB_GBps\": %.3f, \"host_pipeline_1MiB_GBps\": %.3f, "
-		"\"loop_device_over_host_1MiB\": %s, \"copy_streams\": %u, "
+		"\"loop_device_over_host_1MiB\": %s, \"loop_warp_copy_over_host_1MiB\": %s, "
+		"\"loop_no_copy_over_host_1MiB\": %s, \"copy_streams\": %u, "
 		"\"h2d_GBps_idle\": %.3f, \"h2d_GBps_beside_the_kernel\": %.3f, "
 		"\"host_pipeline_4KiB_rps\": %.0f, \"loop_over_host_4KiB\": %s, "
 		"\"p50_us_4KiB_full_load\": %s, \"p99_us_4KiB_full_load\": %s, "
@@ -1080,15 +1149,21 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		header.c_str(), svmbatch::json::quote(tune.machine).c_str(), blocks, warps,
 		svmbatch::json::quote(dir).c_str(), reps, tune.max_poll_ns, tune.fast_poll_ns,
 		tune.loop.io.threads, tune.loop.io.queue_depth,
+		static_cast<unsigned long long>(tune.loop.thread_bytes),
 		tune.loop.io.parallelism == svmbatch::Parallelism::AsyncWorkers	 ? "async" :
 		tune.loop.io.parallelism == svmbatch::Parallelism::RingPerThread ? "rings" :
 										   "auto",
 		tune.blocking_sync ? "true" : "false", idle, copy_rows.c_str(), engine_rows.c_str(),
 		rows.c_str(), number_or_null(one.m.p50_us).c_str(),
-		number_or_null(one.m.p99_us).c_str(),
-		ratio_or_null(median(loop1m.gbps), median(host1m.gbps)).c_str(), median(loop4k.rps),
-		median(lw.gbps), median(hw.gbps), median(loop1m.gbps), median(host1m.gbps),
+		number_or_null(one.m.p99_us).c_str(), one.file_system.c_str(),
+		number_or_null(ones.front().m.p50_us).c_str(),
+		number_or_null(ones.front().m.p99_us).c_str(),
+		ratio_or_null(median(path1m.gbps), median(host1m.gbps)).c_str(),
+		device1m.gbps.empty() ? "warp copy" : "device reads", median(loop4k.rps),
+		median(lw.gbps), median(hw.gbps), median(path1m.gbps), median(host1m.gbps),
 		ratio_or_null(median(device1m.gbps), median(host1m.gbps)).c_str(),
+		ratio_or_null(median(loop1m.gbps), median(host1m.gbps)).c_str(),
+		ratio_or_null(median(nocopy1m.gbps), median(host1m.gbps)).c_str(),
 		tune.copy_streams, h2d.front().gbps, h2d.back().gbps, median(host4k.rps),
 		ratio_or_null(median(loop4k.gbps), median(host4k.gbps)).c_str(),
 		number_or_null(loop4k.p50_us).c_str(), number_or_null(loop4k.p99_us).c_str(),
@@ -1154,6 +1229,10 @@ int main(int argc, char **argv)
 							   svmbatch::Parallelism::Auto;
 		else if (opt == "--blocking-sync")
 			tune.blocking_sync = std::atoi(argv[i + 1]) != 0;
+		else if (opt == "--thread-mib")
+			tune.loop.thread_bytes = std::strtoull(argv[i + 1], nullptr, 10) << 20;
+		else if (opt == "--latency-dir")
+			tune.latency_dir = argv[i + 1];
 		else if (opt == "--spin-us")
 			tune.loop.spin = std::chrono::microseconds(std::atoll(argv[i + 1]));
 	}
