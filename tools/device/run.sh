@@ -196,14 +196,15 @@ if want gpuio; then
 	machine="$(nvidia-smi --query-gpu=name,pcie.link.gen.max,pcie.link.width.max \
 		--format=csv,noheader | head -n 1), $(nproc) cores, kernel $(uname -r)"
 	step gpu-io-bench timeout 420 "$work/build/examples/gpu_io_bench" --dir /dev/shm --gib 4 \
-		--small-gib 1 --reps 5 --machine "$machine" --commit "$commit" \
+		--small-gib 1 --reps 5 --latency-dir /var/tmp --machine "$machine" --commit "$commit" \
 		>"$OUT/gpu-io-bench.json" 2>"$OUT/gpu-io-bench.log"
 	cat "$OUT/gpu-io-bench.log" "$OUT/gpu-io-bench.json"
 	IFS=';' read -ra gpuio_extra <<<"${SVMBATCH_GPUIO_EXTRA:-}"
 	for n in "${!gpuio_extra[@]}"; do
 		read -ra extra_args <<<"${gpuio_extra[$n]}"
 		step "gpu-io-bench-$((n + 1))" timeout 420 "$work/build/examples/gpu_io_bench" \
-			--dir /dev/shm --gib 4 --small-gib 1 --reps 5 --machine "$machine" \
+			--dir /dev/shm --gib 4 --small-gib 1 --reps 5 --latency-dir /var/tmp \
+			--machine "$machine" \
 			--commit "$commit" "${extra_args[@]}" >"$OUT/gpu-io-bench-$((n + 1)).json" \
 			2>"$OUT/gpu-io-bench-$((n + 1)).log"
 		python3 -c 'import json, sys; print(json.load(open(sys.argv[1])).get("summary"))' \
