@@ -217,6 +217,16 @@ struct Measured {
 		p50_us = percentile_us(run.latency_ns, 0.50);
 		p99_us = percentile_us(run.latency_ns, 0.99);
 	}
+	/// A later rep's (or reps'): its latencies become the figure's.
+	void merge(const Measured &o)
+	{
+		gbps.insert(gbps.end(), o.gbps.begin(), o.gbps.end());
+		rps.insert(rps.end(), o.rps.begin(), o.rps.end());
+		requests = o.requests;
+		errors += o.errors;
+		p50_us = o.p50_us;
+		p99_us = o.p99_us;
+	}
 };
 
 /// The GPU-mapped buffers of the loop: one registration of one buffer per
@@ -937,8 +947,9 @@ const char *const method =
 	"again once its copy's done reported; no reads; beside a resident kernel of "
 	"resident_blocks x --warps warps polling lines of their own (0: none); rate from the "
 	"first copy to the last done\", "
-	"\"figures\": \"medians of --reps runs; loop_device_over_host_1MiB null with "
-	"--device-reads 0\", "
+	"\"figures\": \"medians of --reps runs, taken one rep of each in turn (loop, "
+	"loop_no_copy, loop_cpu_producers, loop_device, host_pipeline, then again); "
+	"loop_device_over_host_1MiB null with --device-reads 0\", "
 	"\"summary\": \"one_request_*: the last one_request_in_flight row (--latency-dir's "
 	"where given, one_request_file_system), one_request_tmpfs_*: the tmpfs file's; "
 	"loop_over_host_1MiB and loop_1MiB_GBps: the loop's path into device memory "
@@ -1025,25 +1036,35 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		const bool is_small = size == (4u << 10);
 		const int fd = is_small ? fd_small : fd_big;
 		const std::uint64_t len = is_small ? small : big;
-		Measured l =
-			run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, true, reps, tune);
-		// The loop's own delivery into the GPU-mapped buffers, the GPU
-		// not reading them.
-		Measured d =
-			run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, false, reps, tune);
-		// Device reads: a copy a request, so not for the smallest.
-		// The same reads asked for by CPU threads: 256 MiB in flight, at
-		// most 8192 requests (the ring has 32768 slots).
-		Measured cpu =
-			run_loop_cpu(ctx, cuda, fd, len, size, 4,
-				     static_cast<unsigned>(
-					     std::min<std::uint64_t>((64u << 20) / size, 2048)),
-				     reps, tune);
+		// One rep of each in turn, --reps times: the machine's drift
+		// (the host pipeline's rate moved by a tenth from one minute to
+		// the next on the H100) falls on all alike, not on whichever
+		// ran its reps last.
+		Measured l, d, cpu, h;
 		std::optional<Measured> dev;
-		if (tune.device_reads && size >= (64u << 10))
-			dev = run_loop_device(ctx, cuda, fd, len, size, blocks, warps, 32, reps,
-					      tune);
-		Measured h = run_host(ctx, cuda, fd, len, size, reps, tune.loop.io);
+		for (int r = 0; r < reps; r++) {
+			l.merge(run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, true, 1,
+					 tune));
+			// The loop's own delivery into the GPU-mapped buffers, the
+			// GPU not reading them.
+			d.merge(run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, false, 1,
+					 tune));
+			// The same reads asked for by CPU threads: 256 MiB in
+			// flight, at most 8192 requests (the ring has 32768 slots).
+			cpu.merge(run_loop_cpu(ctx, cuda, fd, len, size, 4,
+					       static_cast<unsigned>(
+						       std::min<std::uint64_t>((64u << 20) / size,
+									       2048)),
+					       1, tune));
+			// Device reads: a copy a request, so not for the smallest.
+			if (tune.device_reads && size >= (64u << 10)) {
+				if (!dev)
+					dev.emplace();
+				dev->merge(run_loop_device(ctx, cuda, fd, len, size, blocks, warps,
+							   32, 1, tune));
+			}
+			h.merge(run_host(ctx, cuda, fd, len, size, 1, tune.loop.io));
+		}
 		errors += l.errors + d.errors + cpu.errors + (dev ? dev->errors : 0) + h.errors;
 		rows += std::string(rows.empty() ? "" : ",\n") +
 			"    {\"request_bytes\": " + std::to_string(size) +
