@@ -15,10 +15,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <chrono>
 #include <optional>
 #include <random>
-#include <thread>
 #include <vector>
 
 #include <svmbatch/all.hpp>
@@ -138,41 +136,6 @@ TEST_F(IoLoopDeviceTest, TheCopyThreadIsNamed)
 		EXPECT_EQ(test::threads_named("svmbatch-copy"), before + 1);
 	}
 	EXPECT_EQ(test::threads_named("svmbatch-copy"), before);
-}
-
-/* While a copy is pending the engine's thread sleeps in the driver (on
- * a blocking-sync event: the fake spins for any other, as the driver
- * does), leaving its core to the reads that fill the staging: sampled,
- * it is seldom running.  The copy's done comes once its event completes. */
-TEST_F(IoLoopDeviceTest, TheCopyThreadSleepsWhileACopyIsPending)
-{
-	const std::vector<int> others = test::thread_ids_named("svmbatch-copy");
-	CudaCopyEngine engine(*cuda_, 2);
-	std::vector<int> mine = test::thread_ids_named("svmbatch-copy");
-	std::erase_if(mine, [&](int t) { return std::ranges::find(others, t) != others.end(); });
-	ASSERT_EQ(mine.size(), 1u);
-	DeviceMemory dev(4096);
-	const std::vector<char> src(4096, 'c');
-	std::atomic<int> status{1};
-	fake_cuda_hold_events(1);
-	ASSERT_EQ(engine.copy_to_device(
-			  dev.address(), src.data(), src.size(), 0,
-			  [](void *arg, int st) noexcept {
-				  static_cast<std::atomic<int> *>(arg)->store(st);
-			  },
-			  &status),
-		  0);
-	std::this_thread::sleep_for(std::chrono::milliseconds(20));
-	EXPECT_LT(test::times_running(mine[0], 200, std::chrono::microseconds(500)), 100)
-		<< "the copy thread spins while its copy is pending";
-	EXPECT_EQ(status.load(), 1) << "done before the copy's event completed";
-	EXPECT_GT(fake_cuda_event_syncs(), 0);
-	fake_cuda_hold_events(0);
-	for (int i = 0; i < 5000 && status.load() == 1; i++)
-		std::this_thread::sleep_for(std::chrono::milliseconds(1));
-	EXPECT_EQ(status.load(), 0);
-	EXPECT_EQ(std::count(dev.data(), dev.data() + 4096, 'c'), 4096);
-	EXPECT_TRUE(dev.guards_intact());
 }
 
 TEST_F(IoLoopDeviceTest, OneReadLandsInDeviceMemoryThroughTheStaging)

@@ -27,7 +27,6 @@ static_assert(CUDA_ERROR_NOT_SUPPORTED == cu::error_not_supported);
 static_assert(CUDA_ERROR_NOT_READY == cu::error_not_ready);
 static_assert(CU_STREAM_NON_BLOCKING == cu::stream_non_blocking);
 static_assert(CU_EVENT_DISABLE_TIMING == cu::event_disable_timing);
-static_assert(CU_EVENT_BLOCKING_SYNC == cu::event_blocking_sync);
 static_assert(sizeof(CUstream) == sizeof(cu::Stream));
 static_assert(sizeof(CUevent) == sizeof(cu::Event));
 static_assert(CU_MEMHOSTREGISTER_PORTABLE == cu::host_register_portable);
@@ -62,6 +61,4 @@ static_assert(CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED ==
 	reinterpret_cast<const void *>(&cuMemHostUnregister),
 	reinterpret_cast<const void *>(&cuPointerGetAttribute),
 	reinterpret_cast<const void *>(&cuGetErrorName),
-	reinterpret_cast<const void *>(&cuEventQuery),
-	reinterpret_cast<const void *>(&cuEventSynchronize),
 };

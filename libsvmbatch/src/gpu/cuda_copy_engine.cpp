@@ -1,7 +1,6 @@
 // SPDX-License-Identifier: MIT
 // CudaCopyEngine: cuMemcpyHtoDAsync on a few streams, an event per copy,
-// and one thread that reports each copy's end as its event completes,
-// asleep in the driver while none has.
+// and one thread that reports each copy's end as its event completes.
 #include <svmbatch/error.hpp>
 #include <svmbatch/gpu/cuda_copy_engine.hpp>
 
@@ -13,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cpu_relax.hpp"
 #include "core/thread_name.hpp"
 #include "shim/libcuda.hpp"
 
@@ -38,7 +38,6 @@ private:
 		cu::Event event;
 		GpuCopyEngine::Done done;
 		void *arg;
-		std::uint64_t seq; ///< the order copy() queued it in, over all streams
 	};
 	/// A stream and its copies in the order they were queued: the
 	/// poller pops, copy() pushes.
@@ -52,7 +51,6 @@ private:
 	cu::Result take_event(cu::Event &event) noexcept;
 	void give_event(cu::Event event) noexcept;
 	bool poll(Queue &q) noexcept;
-	void wait_oldest() noexcept;
 	void run() noexcept;
 	void release() noexcept;
 
@@ -61,7 +59,6 @@ private:
 	std::mutex events_mu_;
 	std::vector<cu::Event> spare_; ///< events of ended copies, for reuse
 	std::atomic<std::size_t> queued_{0};
-	std::atomic<std::uint64_t> seq_{0};
 	std::atomic<std::uint32_t> wake_{0};
 	std::atomic<bool> exit_{false};
 	std::thread poller_;
@@ -123,8 +120,7 @@ cu::Result CudaCopyQueues::take_event(cu::Event &event) noexcept
 			return cu::success;
 		}
 	}
-	/* Blocking: cuEventSynchronize() sleeps until it completes. */
-	return driver().event_create(&event, cu::event_disable_timing | cu::event_blocking_sync);
+	return driver().event_create(&event, cu::event_disable_timing);
 }
 
 void CudaCopyQueues::give_event(cu::Event event) noexcept
@@ -154,8 +150,7 @@ int CudaCopyQueues::copy(std::uint64_t dst, const void *src, std::size_t n, unsi
 	cu::Result r = driver().event_record(event, q.stream);
 	if (r == cu::success) {
 		try {
-			q.copies.push_back(
-				{event, done, arg, seq_.fetch_add(1, std::memory_order_relaxed)});
+			q.copies.push_back({event, done, arg});
 		} catch (const std::exception &) {
 			r = cu::error_out_of_memory;
 		}
@@ -201,26 +196,6 @@ bool CudaCopyQueues::poll(Queue &q) noexcept
 	}
 }
 
-/// Sleep in the driver until the oldest copy queued ends (or fails).  The
-/// copies behind it keep the copy engines busy meanwhile; polling them
-/// instead took a core from the reads that fill the staging.
-void CudaCopyQueues::wait_oldest() noexcept
-{
-	cu::Event oldest = nullptr;
-	std::uint64_t seq = 0;
-
-	for (auto &q : queues_) {
-		std::lock_guard lock(q->mu);
-		if (!q->copies.empty() && (!oldest || q->copies.front().seq < seq)) {
-			oldest = q->copies.front().event;
-			seq = q->copies.front().seq;
-		}
-	}
-	// Only this thread pops: the event is not reused while we wait.
-	if (oldest)
-		(void)driver().event_synchronize(oldest); // poll() reads its result
-}
-
 void CudaCopyQueues::run() noexcept
 {
 	CudaCurrent current(*ctx_);
@@ -233,7 +208,7 @@ void CudaCopyQueues::run() noexcept
 		if (any)
 			continue;
 		if (queued_.load(std::memory_order_seq_cst)) {
-			wait_oldest();
+			cpu_relax();
 			continue;
 		}
 		if (exit_.load(std::memory_order_seq_cst))

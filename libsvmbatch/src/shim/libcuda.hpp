@@ -38,7 +38,6 @@ constexpr unsigned host_register_devicemap = 0x02;
 constexpr unsigned host_register_read_only = 0x08;
 
 constexpr unsigned stream_non_blocking = 0x1;
-constexpr unsigned event_blocking_sync = 0x1;
 constexpr unsigned event_disable_timing = 0x2;
 
 constexpr int pointer_attribute_memory_type = 2;
@@ -83,7 +82,6 @@ struct LibCuda {
 	cu::Result (*event_destroy)(cu::Event event) = nullptr;
 	cu::Result (*event_record)(cu::Event event, cu::Stream stream) = nullptr;
 	cu::Result (*event_query)(cu::Event event) = nullptr;
-	cu::Result (*event_synchronize)(cu::Event event) = nullptr;
 	cu::Result (*memcpy_htod_async)(cu::DevicePtr dst, const void *src, std::size_t bytes,
 					cu::Stream stream) = nullptr;
 

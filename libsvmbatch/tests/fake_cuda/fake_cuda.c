@@ -6,7 +6,6 @@
  */
 #include "fake_cuda.h"
 
-#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,15 +50,8 @@ static char the_context;
  * its event reports ready after event_polls queries. */
 static int live_streams, live_events, copies, fail_copies, fail_events, event_polls;
 
-enum { CU_EVENT_BLOCKING_SYNC = 0x1 };
-/* fake_cuda_hold_events(): the flag, and where a blocking-sync wait sleeps. */
-static pthread_mutex_t hold_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t hold_cv = PTHREAD_COND_INITIALIZER;
-static int hold_events, event_syncs;
-
 struct fake_event {
 	int polls_left;
-	unsigned flags;
 };
 
 EXPORT void fake_cuda_reset(int devices)
@@ -79,8 +71,6 @@ EXPORT void fake_cuda_reset(int devices)
 	__atomic_store_n(&fail_copies, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&fail_events, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&event_polls, 0, __ATOMIC_SEQ_CST);
-	__atomic_store_n(&event_syncs, 0, __ATOMIC_SEQ_CST);
-	fake_cuda_hold_events(0);
 }
 
 EXPORT void fake_cuda_fail_register_after(int ok_calls, int result)
@@ -171,17 +161,6 @@ EXPORT void fake_cuda_fail_events(int result)
 EXPORT void fake_cuda_event_polls(int polls)
 {
 	__atomic_store_n(&event_polls, polls, __ATOMIC_SEQ_CST);
-}
-EXPORT void fake_cuda_hold_events(int hold)
-{
-	pthread_mutex_lock(&hold_mu);
-	__atomic_store_n(&hold_events, hold, __ATOMIC_SEQ_CST);
-	pthread_cond_broadcast(&hold_cv);
-	pthread_mutex_unlock(&hold_mu);
-}
-EXPORT int fake_cuda_event_syncs(void)
-{
-	return __atomic_load_n(&event_syncs, __ATOMIC_SEQ_CST);
 }
 
 static struct block *find(uintptr_t a)
@@ -400,12 +379,12 @@ EXPORT int cuEventCreate(struct fake_event **event, unsigned flags)
 {
 	int ret = need_context();
 
+	(void)flags;
 	if (ret)
 		return ret;
 	*event = calloc(1, sizeof(**event));
 	if (!*event)
 		return 2;
-	(*event)->flags = flags;
 	__atomic_fetch_add(&live_events, 1, __ATOMIC_SEQ_CST);
 	return CU_OK;
 }
@@ -442,37 +421,11 @@ EXPORT int cuEventQuery(struct fake_event *event)
 	ret = __atomic_load_n(&fail_events, __ATOMIC_SEQ_CST);
 	if (ret)
 		return ret;
-	if (__atomic_load_n(&hold_events, __ATOMIC_SEQ_CST))
-		return CU_NOT_READY;
 	if (event->polls_left > 0) {
 		event->polls_left--;
 		return CU_NOT_READY;
 	}
 	return CU_OK;
-}
-
-/* Waits while events are held; then the event is ready (or fails as
- * cuEventQuery would). */
-EXPORT int cuEventSynchronize(struct fake_event *event)
-{
-	int ret = need_context();
-
-	if (ret)
-		return ret;
-	if (!event)
-		return CU_INVALID_VALUE;
-	__atomic_fetch_add(&event_syncs, 1, __ATOMIC_SEQ_CST);
-	if (event->flags & CU_EVENT_BLOCKING_SYNC) {
-		pthread_mutex_lock(&hold_mu);
-		while (__atomic_load_n(&hold_events, __ATOMIC_SEQ_CST))
-			pthread_cond_wait(&hold_cv, &hold_mu);
-		pthread_mutex_unlock(&hold_mu);
-	} else {
-		while (__atomic_load_n(&hold_events, __ATOMIC_SEQ_CST))
-			; /* the driver spins for an event without the flag */
-	}
-	event->polls_left = 0;
-	return __atomic_load_n(&fail_events, __ATOMIC_SEQ_CST);
 }
 
 /* The destination must lie in one block of fake device memory. */

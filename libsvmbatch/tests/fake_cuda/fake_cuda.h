@@ -53,13 +53,6 @@ void fake_cuda_fail_events(int result);
 /* An event recorded from now on answers CUDA_ERROR_NOT_READY to its first
  * polls queries (the copy itself is done at once). */
 void fake_cuda_event_polls(int polls);
-/* While held (1), every event is not ready: cuEventQuery answers
- * CUDA_ERROR_NOT_READY and cuEventSynchronize waits until release (0),
- * asleep for an event made with CU_EVENT_BLOCKING_SYNC, spinning for any
- * other, as the driver does. */
-void fake_cuda_hold_events(int hold);
-/* cuEventSynchronize calls since the reset. */
-int fake_cuda_event_syncs(void);
 
 #ifdef __cplusplus
 }

@@ -19,9 +19,8 @@ class CudaCopyQueues;
 /// (cuMemcpyHtoDAsync, then an event): a thread of its own polls each
 /// stream's events in order and calls each copy's done as its event
 /// completes, with the CUresult's errno where the copy failed.  While
-/// copies are queued and none has ended, the thread sleeps in
-/// cuEventSynchronize() on the oldest (blocking-sync events); idle, it
-/// sleeps until the next copy.
+/// copies are queued the thread polls (a core); idle, it sleeps until the
+/// next copy.
 class SVMBATCH_API CudaCopyEngine final : public GpuCopyEngine {
 public:
 	/// Error(Step::GpuOpen, the CUresult's errno) when a stream cannot be
