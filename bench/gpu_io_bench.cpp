@@ -1106,7 +1106,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 	for (const OneRequest &o : ones) {
 		errors += o.m.errors;
 		rows += ",\n    {\"request_bytes\": 4096, \"file_system\": \"" + o.file_system +
-			"\", \"one_request_in_flight\": " + measured_json(o.m) +
+			R"(", "one_request_in_flight": )" + measured_json(o.m) +
 			",\n     \"latency_breakdown\": " + o.breakdown_json + "}";
 	}
 	const OneRequest &one = ones.back();
