@@ -201,8 +201,8 @@ std::string file_system(const std::string &dir)
 
 struct Measured {
 	std::vector<double> gbps, rps;
-	std::optional<double> p50_us,
-		p99_us; ///< the loop's; the host pipeline has none
+	/// The loop's; the host pipeline has none.
+	std::optional<double> p50_us, p99_us;
 	std::uint64_t requests = 0, errors = 0;
 
 	/// One rep of a kernel: its rates and errors, and its latency

@@ -258,9 +258,10 @@ private:
 				continue;
 			}
 			const auto len = static_cast<unsigned>(p.len - p.done);
-			io_uring_sqe *sqe = nullptr;
-			if ((in_flight_ + queued && in_flight_bytes_ + len > max_bytes_) ||
-			    !(sqe = io_uring_get_sqe(ring_))) {
+			const bool fits = in_flight_ + queued == 0 ||
+					  in_flight_bytes_ + len <= max_bytes_;
+			io_uring_sqe *sqe = fits ? io_uring_get_sqe(ring_) : nullptr;
+			if (!sqe) {
 				local_.push_front(std::move(p));
 				break;
 			}
@@ -477,10 +478,10 @@ IoWorkers::IoWorkers(const Registration &registration, const IoOptions &options,
 			}
 		}
 		/* One ring for all of io-wq's workers: their bytes together. */
-		const std::uint64_t bytes0 = !async_ ? thread_bytes :
-					     thread_bytes > UINT64_MAX / threads ?
-						       UINT64_MAX :
-						       thread_bytes * threads;
+		std::uint64_t bytes0 = thread_bytes;
+		if (async_)
+			bytes0 = thread_bytes > UINT64_MAX / threads ? UINT64_MAX :
+								       thread_bytes * threads;
 		workers_.push_back(std::make_unique<IoWorker>(&ring0_, std::nullopt, false,
 							      async_ ? depth0 : depth, bytes0,
 							      async_, spin, sink));
