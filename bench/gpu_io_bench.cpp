@@ -117,6 +117,12 @@ struct Tuning {
 	std::uint32_t fast_poll_ns = SVMBATCH_GPU_FAST_POLL_NS;
 	std::string machine = "unnamed";
 	std::string commit = "unknown";
+	/// Diagnostics of the device reads (--beside-pollers 1): the host
+	/// pipeline again beside a resident grid polling host memory as the
+	/// loop's waiting warps do (every max_poll_ns), and (--device-poll-ns)
+	/// the device reads again with that max_poll_ns.
+	bool beside_pollers = false;
+	std::uint32_t device_poll_ns = 0;
 };
 using svmbatch::device::io_pattern;
 
@@ -788,11 +794,18 @@ Measured run_host_write(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int
 	return m;
 }
 
+/// A resident grid polling host memory (ResidentKernel), or none.
+struct Pollers {
+	unsigned blocks = 0, warps = 0, poll_ns = 0;
+};
+
 /// The host pipeline of reads: batch j is read while the copies of the
 /// batches before it run.
+/// With pollers (blocks x warps x poll_ns, blocks > 0), each rep runs
+/// beside a resident grid polling lines of host memory of its own.
 Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 		  std::uint64_t file_len, std::uint64_t size, int reps,
-		  const svmbatch::IoOptions &io)
+		  const svmbatch::IoOptions &io, const Pollers &pollers = {})
 {
 	HostStaging st(ctx, cuda, fd, file_len, size);
 	constexpr std::size_t groups = HostStaging::groups, streams = HostStaging::streams;
@@ -801,6 +814,11 @@ Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 	svmbatch::Reader reader(st.ring, fixed, io);
 	Measured m;
 	for (int r = 0; r < reps; r++) {
+		// Started after, and ended before, what a cudaFree or an
+		// unregistration would wait for it in.
+		std::optional<svmbatch::device::ResidentKernel> resident;
+		if (pollers.blocks)
+			resident.emplace(pollers.blocks, pollers.warps, false, pollers.poll_ns);
 		auto t0 = Clock::now();
 		std::deque<svmbatch::IoBatch> reading;
 		auto start = [&](std::size_t j) {
@@ -828,8 +846,10 @@ Measured run_host(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int fd,
 		for (auto &x : st.s)
 			check(cudaStreamSynchronize(x), "cudaStreamSynchronize");
 		st.add_rep(m, t0);
-		std::fprintf(stderr, "  host %7llu B: %.2f GB/s, %.0f requests/s\n",
-			     static_cast<unsigned long long>(size), m.gbps.back(), m.rps.back());
+		resident.reset();
+		std::fprintf(stderr, "  host %7llu B%s: %.2f GB/s, %.0f requests/s\n",
+			     static_cast<unsigned long long>(size),
+			     pollers.blocks ? ", beside pollers" : "", m.gbps.back(), m.rps.back());
 	}
 	return m;
 }
@@ -935,6 +955,12 @@ const char *const method =
 	"from device memory into registered staging buffers, then a Writer's WRITE_FIXED of "
 	"the batch while the next batches are copied, rate from the first copy to the last "
 	"write's end\", "
+	"\"host_pipeline_beside_pollers\": \"with --beside-pollers 1: the host pipeline "
+	"again, each rep beside a resident kernel of the loop's grid (SMs x --warps warps), "
+	"one lane a warp polling a line of mapped host memory of its own every --poll-ns, "
+	"as the loop's waiting warps poll their completions at most\", "
+	"\"loop_device_max_poll_<N>ns\": \"with --device-poll-ns N: the device reads again, "
+	"the warps' longest sleep between polls N\", "
 	"\"files\": \"tmpfs (--dir), pattern bytes, in the page cache\", "
 	"\"copy_engine\": \"cudaMemcpyAsync of 1 MiB from pinned host memory on four "
 	"non-blocking streams while a kernel of blocks x warps warps (none: idle) sits "
@@ -948,7 +974,8 @@ const char *const method =
 	"resident_blocks x --warps warps polling lines of their own (0: none); rate from the "
 	"first copy to the last done\", "
 	"\"figures\": \"medians of --reps runs, taken one rep of each in turn (loop, "
-	"loop_no_copy, loop_cpu_producers, loop_device, host_pipeline, then again); "
+	"loop_no_copy, loop_cpu_producers, loop_device, host_pipeline, the diagnostics, then "
+	"again); "
 	"loop_device_over_host_1MiB null with --device-reads 0\", "
 	"\"summary\": \"one_request_*: the last one_request_in_flight row (--latency-dir's "
 	"where given, one_request_file_system), one_request_tmpfs_*: the tmpfs file's; "
@@ -1041,7 +1068,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		// the next on the H100) falls on all alike, not on whichever
 		// ran its reps last.
 		Measured l, d, cpu, h;
-		std::optional<Measured> dev;
+		std::optional<Measured> dev, dev_poll, hp;
 		for (int r = 0; r < reps; r++) {
 			l.merge(run_loop(ctx, cuda, fd, len, size, blocks, warps, 32, true, 1,
 					 tune));
@@ -1064,6 +1091,20 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 							   32, 1, tune));
 			}
 			h.merge(run_host(ctx, cuda, fd, len, size, 1, tune.loop.io));
+			if (tune.device_poll_ns && dev) {
+				Tuning t = tune;
+				t.max_poll_ns = tune.device_poll_ns;
+				if (!dev_poll)
+					dev_poll.emplace();
+				dev_poll->merge(run_loop_device(ctx, cuda, fd, len, size, blocks,
+								warps, 32, 1, t));
+			}
+			if (tune.beside_pollers) {
+				if (!hp)
+					hp.emplace();
+				hp->merge(run_host(ctx, cuda, fd, len, size, 1, tune.loop.io,
+						   {blocks, warps, tune.max_poll_ns}));
+			}
 		}
 		errors += l.errors + d.errors + cpu.errors + (dev ? dev->errors : 0) + h.errors;
 		rows += std::string(rows.empty() ? "" : ",\n") +
@@ -1076,6 +1117,15 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 					 ", \"loop_device_over_host\": " +
 					 ratio_or_null(median(dev->gbps), median(h.gbps)) :
 			       std::string()) +
+			(dev_poll ? ",\n     \"loop_device_max_poll_" +
+					    std::to_string(tune.device_poll_ns) + "ns\": " +
+					    measured_json(*dev_poll) + ", \"over_host\": " +
+					    ratio_or_null(median(dev_poll->gbps), median(h.gbps)) :
+				    std::string()) +
+			(hp ? ",\n     \"host_pipeline_beside_pollers\": " + measured_json(*hp) +
+					 ", \"beside_pollers_over_host\": " +
+					 ratio_or_null(median(hp->gbps), median(h.gbps)) :
+			      std::string()) +
 			",\n     \"host_pipeline\": " + measured_json(h) +
 			", \"loop_over_host\": " + std::to_string(median(l.gbps) / median(h.gbps)) +
 			"}";
@@ -1254,6 +1304,11 @@ int main(int argc, char **argv)
 			tune.loop.thread_bytes = std::strtoull(argv[i + 1], nullptr, 10) << 20;
 		else if (opt == "--latency-dir")
 			tune.latency_dir = argv[i + 1];
+		else if (opt == "--beside-pollers")
+			tune.beside_pollers = std::atoi(argv[i + 1]) != 0;
+		else if (opt == "--device-poll-ns")
+			tune.device_poll_ns =
+				static_cast<std::uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
 		else if (opt == "--spin-us")
 			tune.loop.spin = std::chrono::microseconds(std::atoll(argv[i + 1]));
 	}

@@ -477,14 +477,14 @@ IoRun write_pieces(const GpuQueue &q, std::uint32_t file, const std::vector<IoPi
 
 /// Waits, one lane a warp polling a flag of 64-byte lines until it is set:
 /// line 0 for every warp (shared), or each warp its own line.
-__global__ void resident_kernel(const volatile int *flags, bool shared)
+__global__ void resident_kernel(const volatile int *flags, bool shared, unsigned sleep_ns)
 {
 	if (threadIdx.x % 32)
 		return;
 	const unsigned warp = (blockIdx.x * blockDim.x + threadIdx.x) / 32;
 	const volatile int *flag = flags + (shared ? 0 : warp * 16);
 	while (!*flag)
-		__nanosleep(1024);
+		__nanosleep(sleep_ns);
 }
 
 namespace {
@@ -506,7 +506,7 @@ double timed_copies(const std::vector<cudaStream_t> &streams, unsigned char *dst
 
 } // namespace
 
-ResidentKernel::ResidentKernel(unsigned blocks, unsigned warps, bool shared_line)
+ResidentKernel::ResidentKernel(unsigned blocks, unsigned warps, bool shared_line, unsigned sleep_ns)
 	: count_(std::size_t{16} * std::max(1u, blocks * warps))
 {
 	check(cudaHostAlloc(reinterpret_cast<void **>(&flags_), count_ * sizeof(int),
@@ -515,7 +515,7 @@ ResidentKernel::ResidentKernel(unsigned blocks, unsigned warps, bool shared_line
 	std::memset(flags_, 0, count_ * sizeof(int));
 	if (!blocks)
 		return;
-	resident_kernel<<<blocks, warps * 32>>>(flags_, shared_line);
+	resident_kernel<<<blocks, warps * 32>>>(flags_, shared_line, sleep_ns);
 	if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
 		cudaFreeHost(flags_);
 		check(e, "launch");

@@ -119,13 +119,13 @@ IoRun write_pieces(const GpuQueue &q, std::uint32_t file, const std::vector<IoPi
 
 /// A resident kernel of blocks x warps warps (0 blocks: none) that does
 /// nothing but wait, one lane a warp polling mapped host memory with
-/// __nanosleep as the loop's warps poll their completions: one 64-byte
-/// line for all (shared_line) or a line a warp.  Launched on construction;
+/// __nanosleep(sleep_ns) as the loop's warps poll their completions: one
+/// 64-byte line for all (shared_line) or a line a warp.  Launched on construction;
 /// released and waited for on destruction.  Throws std::runtime_error with
 /// CUDA's text.
 class ResidentKernel {
 public:
-	ResidentKernel(unsigned blocks, unsigned warps, bool shared_line);
+	ResidentKernel(unsigned blocks, unsigned warps, bool shared_line, unsigned sleep_ns = 1024);
 	ResidentKernel(const ResidentKernel &) = delete;
 	ResidentKernel &operator=(const ResidentKernel &) = delete;
 	ResidentKernel(ResidentKernel &&) = delete;
