@@ -123,6 +123,9 @@ struct Tuning {
 	/// the device reads again with that max_poll_ns.
 	bool beside_pollers = false;
 	std::uint32_t device_poll_ns = 0;
+	/// --trace-device 1: the device reads' pump trace (IoLoopOptions::trace)
+	/// summed up on stderr, each rep: where the requests waited.
+	bool trace_device = false;
 };
 using svmbatch::device::io_pattern;
 
@@ -369,6 +372,56 @@ Measured run_loop_cpu(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, int f
 	return m;
 }
 
+/// Where a rep's device reads waited, from the pump's trace: each step's
+/// p50, p99 and max, and the slowest requests' steps, on stderr.
+void print_trace(const std::vector<svmbatch::IoLoopTimes> &times)
+{
+	struct Step {
+		const char *name;
+		std::uint64_t svmbatch::IoLoopTimes::*from, svmbatch::IoLoopTimes::*to;
+	};
+	const Step steps[] = {{"seen_to_submitted", &svmbatch::IoLoopTimes::seen_ns,
+			       &svmbatch::IoLoopTimes::submitted_ns},
+			      {"submitted_to_copied", &svmbatch::IoLoopTimes::submitted_ns,
+			       &svmbatch::IoLoopTimes::done_ns},
+			      {"copied_to_completed", &svmbatch::IoLoopTimes::done_ns,
+			       &svmbatch::IoLoopTimes::completed_ns},
+			      {"seen_to_completed", &svmbatch::IoLoopTimes::seen_ns,
+			       &svmbatch::IoLoopTimes::completed_ns}};
+	std::vector<std::size_t> done;
+	std::uint64_t first = ~std::uint64_t{0};
+	for (std::size_t t = 0; t < times.size(); t++)
+		if (times[t].completed_ns && times[t].seen_ns) {
+			done.push_back(t);
+			first = std::min(first, times[t].seen_ns);
+		}
+	if (done.empty())
+		return;
+	std::fprintf(stderr, "    trace of %zu requests:", done.size());
+	for (const Step &st : steps) {
+		std::vector<double> v;
+		for (std::size_t t : done)
+			v.push_back(static_cast<double>(times[t].*st.to - times[t].*st.from) / 1e6);
+		std::sort(v.begin(), v.end());
+		std::fprintf(stderr, " %s p50 %.3f p99 %.3f max %.3f ms;", st.name, v[v.size() / 2],
+			     v[v.size() * 99 / 100], v.back());
+	}
+	std::sort(done.begin(), done.end(), [&](std::size_t a, std::size_t b) {
+		return times[a].completed_ns - times[a].seen_ns >
+		       times[b].completed_ns - times[b].seen_ns;
+	});
+	std::fprintf(stderr, "\n    slowest (ticket: seen at, then the steps, ms):");
+	for (std::size_t i = 0; i < std::min<std::size_t>(8, done.size()); i++) {
+		const svmbatch::IoLoopTimes &x = times[done[i]];
+		std::fprintf(stderr, " %zu: %.2f %.2f %.2f %.2f;", done[i],
+			     static_cast<double>(x.seen_ns - first) / 1e6,
+			     static_cast<double>(x.submitted_ns - x.seen_ns) / 1e6,
+			     static_cast<double>(x.done_ns - x.submitted_ns) / 1e6,
+			     static_cast<double>(x.completed_ns - x.done_ns) / 1e6);
+	}
+	std::fprintf(stderr, "\n");
+}
+
 /// The loop's reads into device memory: the staging (one registered,
 /// GPU-mapped buffer cut in request-sized chunks), a CudaCopyEngine, and
 /// the kernel asking svmbatch_read_device() into a device sink,
@@ -398,8 +451,13 @@ Measured run_loop_device(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, in
 	lo.device.chunk_bytes = std::min<std::uint64_t>(size, 1 << 20);
 	const std::vector<std::uint64_t> unused(nwarps, 0);
 
+	std::vector<svmbatch::IoLoopTimes> times;
 	Measured m;
 	for (int r = 0; r < reps; r++) {
+		if (tune.trace_device) {
+			times.assign(file_len / size + 1, {});
+			lo.trace = times;
+		}
 		svmbatch::IoLoop loop(ctx, reg, lo);
 		std::uint32_t file = loop.add_file(fd);
 		svmbatch::device::GpuQueue q(loop.device_queue(), tune.max_poll_ns,
@@ -416,6 +474,8 @@ Measured run_loop_device(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, in
 			static_cast<unsigned long long>(size), blocks, warps, lanes,
 			tune.copy_streams, m.gbps.back(), m.rps.back(), m.p50_us.value_or(-1),
 			m.p99_us.value_or(-1));
+		if (tune.trace_device)
+			print_trace(times);
 	}
 	return m;
 }
@@ -1309,6 +1369,8 @@ int main(int argc, char **argv)
 		else if (opt == "--device-poll-ns")
 			tune.device_poll_ns =
 				static_cast<std::uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
+		else if (opt == "--trace-device")
+			tune.trace_device = std::atoi(argv[i + 1]) != 0;
 		else if (opt == "--spin-us")
 			tune.loop.spin = std::chrono::microseconds(std::atoll(argv[i + 1]));
 	}
