@@ -119,10 +119,12 @@ struct Tuning {
 	std::string commit = "unknown";
 	/// Diagnostics of the device reads (--beside-pollers 1): the host
 	/// pipeline again beside a resident grid polling host memory as the
-	/// loop's waiting warps do (every max_poll_ns), and (--device-poll-ns)
-	/// the device reads again with that max_poll_ns.
+	/// loop's waiting warps do (every max_poll_ns), and the device reads
+	/// again with another max_poll_ns (--variant-poll-ns) or number of
+	/// copy streams (--variant-streams).
 	bool beside_pollers = false;
-	std::uint32_t device_poll_ns = 0;
+	std::uint32_t variant_poll_ns = 0;
+	unsigned variant_streams = 0;
 	/// --trace-device 1: the device reads' pump trace (IoLoopOptions::trace)
 	/// summed up on stderr, each rep: where the requests waited.
 	bool trace_device = false;
@@ -1019,8 +1021,9 @@ const char *const method =
 	"again, each rep beside a resident kernel of the loop's grid (SMs x --warps warps), "
 	"one lane a warp polling a line of mapped host memory of its own every --poll-ns, "
 	"as the loop's waiting warps poll their completions at most\", "
-	"\"loop_device_max_poll_<N>ns\": \"with --device-poll-ns N: the device reads again, "
-	"the warps' longest sleep between polls N\", "
+	"\"loop_device_variant\": \"with --variant-poll-ns or --variant-streams: the device "
+	"reads again, with that longest sleep between polls (variant_max_poll_ns) and that "
+	"many copy streams (variant_copy_streams)\", "
 	"\"files\": \"tmpfs (--dir), pattern bytes, in the page cache\", "
 	"\"copy_engine\": \"cudaMemcpyAsync of 1 MiB from pinned host memory on four "
 	"non-blocking streams while a kernel of blocks x warps warps (none: idle) sits "
@@ -1151,9 +1154,12 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 							   32, 1, tune));
 			}
 			h.merge(run_host(ctx, cuda, fd, len, size, 1, tune.loop.io));
-			if (tune.device_poll_ns && dev) {
+			if ((tune.variant_poll_ns || tune.variant_streams) && dev) {
 				Tuning t = tune;
-				t.max_poll_ns = tune.device_poll_ns;
+				t.max_poll_ns = tune.variant_poll_ns ? tune.variant_poll_ns :
+								       tune.max_poll_ns;
+				t.copy_streams = tune.variant_streams ? tune.variant_streams :
+									tune.copy_streams;
 				if (!dev_poll)
 					dev_poll.emplace();
 				dev_poll->merge(run_loop_device(ctx, cuda, fd, len, size, blocks,
@@ -1177,9 +1183,16 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 					 ", \"loop_device_over_host\": " +
 					 ratio_or_null(median(dev->gbps), median(h.gbps)) :
 			       std::string()) +
-			(dev_poll ? ",\n     \"loop_device_max_poll_" +
-					    std::to_string(tune.device_poll_ns) + "ns\": " +
-					    measured_json(*dev_poll) + ", \"over_host\": " +
+			(dev_poll ? ",\n     \"loop_device_variant\": " + measured_json(*dev_poll) +
+					    ", \"variant_max_poll_ns\": " +
+					    std::to_string(tune.variant_poll_ns ?
+								   tune.variant_poll_ns :
+								   tune.max_poll_ns) +
+					    ", \"variant_copy_streams\": " +
+					    std::to_string(tune.variant_streams ?
+								   tune.variant_streams :
+								   tune.copy_streams) +
+					    ", \"variant_over_host\": " +
 					    ratio_or_null(median(dev_poll->gbps), median(h.gbps)) :
 				    std::string()) +
 			(hp ? ",\n     \"host_pipeline_beside_pollers\": " + measured_json(*hp) +
@@ -1366,8 +1379,11 @@ int main(int argc, char **argv)
 			tune.latency_dir = argv[i + 1];
 		else if (opt == "--beside-pollers")
 			tune.beside_pollers = std::atoi(argv[i + 1]) != 0;
-		else if (opt == "--device-poll-ns")
-			tune.device_poll_ns =
+		else if (opt == "--variant-streams")
+			tune.variant_streams =
+				static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
+		else if (opt == "--variant-poll-ns")
+			tune.variant_poll_ns =
 				static_cast<std::uint32_t>(std::strtoul(argv[i + 1], nullptr, 10));
 		else if (opt == "--trace-device")
 			tune.trace_device = std::atoi(argv[i + 1]) != 0;
