@@ -125,6 +125,7 @@ struct Tuning {
 	bool beside_pollers = false;
 	std::uint32_t variant_poll_ns = 0;
 	unsigned variant_streams = 0;
+	std::size_t variant_staging_bytes = 0;
 	/// --trace-device 1: the device reads' pump trace (IoLoopOptions::trace)
 	/// summed up on stderr, each rep: where the requests waited.
 	bool trace_device = false;
@@ -471,11 +472,11 @@ Measured run_loop_device(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, in
 		m.add(run);
 		std::fprintf(
 			stderr,
-			"  loop_device %7llu B, %u x %u warps x %u lanes, %u streams: %.2f GB/s, "
-			"%.0f requests/s, p50 %.1f us, p99 %.1f us\n",
+			"  loop_device %7llu B, %u x %u warps x %u lanes, %u streams, staging %zu MiB: "
+			"%.2f GB/s, %.0f requests/s, p50 %.1f us, p99 %.1f us\n",
 			static_cast<unsigned long long>(size), blocks, warps, lanes,
-			tune.copy_streams, m.gbps.back(), m.rps.back(), m.p50_us.value_or(-1),
-			m.p99_us.value_or(-1));
+			tune.copy_streams, tune.staging_bytes >> 20, m.gbps.back(), m.rps.back(),
+			m.p50_us.value_or(-1), m.p99_us.value_or(-1));
 		if (tune.trace_device)
 			print_trace(times);
 	}
@@ -1021,9 +1022,10 @@ const char *const method =
 	"again, each rep beside a resident kernel of the loop's grid (SMs x --warps warps), "
 	"one lane a warp polling a line of mapped host memory of its own every --poll-ns, "
 	"as the loop's waiting warps poll their completions at most\", "
-	"\"loop_device_variant\": \"with --variant-poll-ns or --variant-streams: the device "
-	"reads again, with that longest sleep between polls (variant_max_poll_ns) and that "
-	"many copy streams (variant_copy_streams)\", "
+	"\"loop_device_variant\": \"with --variant-poll-ns, --variant-streams or "
+	"--variant-staging-mib: the device reads again, with that longest sleep between "
+	"polls (variant_max_poll_ns), that many copy streams (variant_copy_streams) and that "
+	"much staging (variant_staging_bytes)\", "
 	"\"files\": \"tmpfs (--dir), pattern bytes, in the page cache\", "
 	"\"copy_engine\": \"cudaMemcpyAsync of 1 MiB from pinned host memory on four "
 	"non-blocking streams while a kernel of blocks x warps warps (none: idle) sits "
@@ -1154,12 +1156,16 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 							   32, 1, tune));
 			}
 			h.merge(run_host(ctx, cuda, fd, len, size, 1, tune.loop.io));
-			if ((tune.variant_poll_ns || tune.variant_streams) && dev) {
+			if ((tune.variant_poll_ns || tune.variant_streams ||
+			     tune.variant_staging_bytes) &&
+			    dev) {
 				Tuning t = tune;
 				t.max_poll_ns = tune.variant_poll_ns ? tune.variant_poll_ns :
 								       tune.max_poll_ns;
 				t.copy_streams = tune.variant_streams ? tune.variant_streams :
 									tune.copy_streams;
+				if (tune.variant_staging_bytes)
+					t.staging_bytes = tune.variant_staging_bytes;
 				if (!dev_poll)
 					dev_poll.emplace();
 				dev_poll->merge(run_loop_device(ctx, cuda, fd, len, size, blocks,
@@ -1192,6 +1198,10 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 					    std::to_string(tune.variant_streams ?
 								   tune.variant_streams :
 								   tune.copy_streams) +
+					    ", \"variant_staging_bytes\": " +
+					    std::to_string(tune.variant_staging_bytes ?
+								   tune.variant_staging_bytes :
+								   tune.staging_bytes) +
 					    ", \"variant_over_host\": " +
 					    ratio_or_null(median(dev_poll->gbps), median(h.gbps)) :
 				    std::string()) +
@@ -1379,6 +1389,8 @@ int main(int argc, char **argv)
 			tune.latency_dir = argv[i + 1];
 		else if (opt == "--beside-pollers")
 			tune.beside_pollers = std::atoi(argv[i + 1]) != 0;
+		else if (opt == "--variant-staging-mib")
+			tune.variant_staging_bytes = std::strtoull(argv[i + 1], nullptr, 10) << 20;
 		else if (opt == "--variant-streams")
 			tune.variant_streams =
 				static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
