@@ -15,8 +15,13 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <mutex>
 #include <optional>
 #include <random>
+#include <thread>
 #include <vector>
 
 #include <svmbatch/all.hpp>
@@ -63,6 +68,66 @@ bool holds_file(const char *p, std::uint64_t off, std::size_t n)
 			return false;
 	return true;
 }
+
+/// A copy engine that copies at once but holds each copy's end until the
+/// test lets it go, and counts the most copies held at once: the staging
+/// a loop has in use, since a piece keeps its chunk until its copy ends.
+class HoldingEngine final : public GpuCopyEngine {
+public:
+	HoldingEngine() = default;
+	HoldingEngine(const HoldingEngine &) = delete;
+	HoldingEngine &operator=(const HoldingEngine &) = delete;
+	HoldingEngine(HoldingEngine &&) = delete;
+	HoldingEngine &operator=(HoldingEngine &&) = delete;
+	~HoldingEngine() override
+	{
+		while (release_one()) {
+		}
+	}
+	const char *name() const noexcept override { return "holding"; }
+	int copy_to_device(std::uint64_t dst, const void *src, std::size_t n, unsigned /*lane*/,
+			   Done done, void *arg) noexcept override
+	{
+		std::memcpy(reinterpret_cast<void *>(dst), src, n);
+		try {
+			std::lock_guard lock(mu_);
+			held_.emplace_back(done, arg);
+			most_ = std::max(most_, held_.size());
+		} catch (const std::exception &) {
+			return -ENOMEM;
+		}
+		return 0;
+	}
+	std::size_t held()
+	{
+		std::lock_guard lock(mu_);
+		return held_.size();
+	}
+	std::size_t most()
+	{
+		std::lock_guard lock(mu_);
+		return most_;
+	}
+	/// End the oldest copy held; false when none is.
+	bool release_one()
+	{
+		std::pair<Done, void *> c;
+		{
+			std::lock_guard lock(mu_);
+			if (held_.empty())
+				return false;
+			c = held_.front();
+			held_.pop_front();
+		}
+		c.first(c.second, 0);
+		return true;
+	}
+
+private:
+	std::mutex mu_;
+	std::deque<std::pair<Done, void *>> held_;
+	std::size_t most_ = 0;
+};
 
 class IoLoopDeviceTest : public test::IoLoopFixture {
 protected:
@@ -315,6 +380,57 @@ TEST_F(IoLoopDeviceTest, BadStagingIsEINVAL)
 		const Error e = expect_error([&] { IoLoop loop(*ctx_, *c.b.reg, o); });
 		EXPECT_EQ(e.err(), EINVAL) << c.what;
 		EXPECT_EQ(e.step(), Step::Validate) << c.what;
+	}
+}
+
+/* device.staged_bytes bounds the staging in use, in whole chunks and one
+ * at least: with six reads of a chunk published at once and the copies
+ * held, only that many chunks are read into and copied; the others wait
+ * for a chunk, then every read completes whole. */
+TEST_F(IoLoopDeviceTest, StagedBytesBoundsTheChunksInUse)
+{
+	constexpr int reads = 6;
+	const std::pair<std::size_t, std::size_t> cases[] = {{2 * chunk + chunk / 2, 2},
+							     {1, 1},
+							     {0, reads}};
+	for (const auto &[staged, in_use] : cases) {
+		SCOPED_TRACE("staged_bytes " + std::to_string(staged));
+		DeviceMemory dev(reads * chunk);
+		test::LoopBuffers b = buffers(8);
+		HoldingEngine held;
+		const IoLoopDeviceBuffer d{dev.address(), dev.len};
+		IoLoopOptions o = options({&d, 1});
+		o.device.engine = &held;
+		o.device.staged_bytes = staged;
+		IoLoop loop(*ctx_, *b.reg, o);
+		const IoLoopClient client(loop.host_queue());
+		const std::uint32_t f = loop.add_file(file_.fd());
+		std::vector<std::int64_t> tickets;
+		for (int i = 0; i < reads; i++)
+			tickets.push_back(client.read_device(f, i * chunk, chunk, 0, i * chunk,
+							     static_cast<std::uint64_t>(i)));
+		const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+		while (held.held() < in_use && std::chrono::steady_clock::now() < deadline)
+			std::this_thread::yield();
+		// What a third chunk would have had the time to start.
+		std::this_thread::sleep_for(std::chrono::milliseconds(20));
+		EXPECT_EQ(held.held(), in_use);
+		for (int released = 0;
+		     released < reads && std::chrono::steady_clock::now() < deadline;)
+			if (held.release_one())
+				released++;
+			else
+				std::this_thread::yield();
+		for (int i = 0; i < reads; i++) {
+			const IoCompletion c = client.wait(tickets[static_cast<std::size_t>(i)]);
+			EXPECT_EQ(c.status, 0) << "read " << i;
+			EXPECT_EQ(c.bytes, chunk) << "read " << i;
+			EXPECT_EQ(c.tag, static_cast<std::uint64_t>(i));
+			EXPECT_TRUE(holds_file(dev.data() + i * chunk, i * chunk, chunk))
+				<< "read " << i;
+		}
+		EXPECT_EQ(held.most(), in_use);
+		EXPECT_TRUE(dev.guards_intact());
 	}
 }
 

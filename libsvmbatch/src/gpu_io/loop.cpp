@@ -198,7 +198,7 @@ IoLoopPump::IoLoopPump(Context &context, const Registration &registration, const
 		staging_.emplace(workers_->fixed().slices(o.device.staging),
 				 std::min<std::size_t>({o.device.chunk_bytes, o.io.max_io_bytes,
 							io_uring_max_buffer_bytes}),
-				 o.io.direct_alignment, o.device.staging);
+				 o.io.direct_alignment, o.device.staging, o.device.staged_bytes);
 	thread_ = std::thread([this] { run(); });
 	name_thread(thread_, "svmbatch-pump");
 }

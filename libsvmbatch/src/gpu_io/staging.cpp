@@ -4,14 +4,18 @@
 
 #include <svmbatch/error.hpp>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <string>
 
 namespace svmbatch::detail {
 
 StagingChunks::StagingChunks(std::span<const FixedSlice> slices, std::size_t chunk_bytes,
-			     std::size_t direct_alignment, std::uint32_t buffer)
-	: chunk_bytes_(chunk_bytes), aligned_(chunk_bytes % direct_alignment == 0)
+			     std::size_t direct_alignment, std::uint32_t buffer,
+			     std::size_t max_bytes)
+	: chunk_bytes_(chunk_bytes), aligned_(chunk_bytes % direct_alignment == 0),
+	  max_taken_(max_bytes ? std::max<std::size_t>(1, max_bytes / chunk_bytes) : SIZE_MAX)
 {
 	for (const FixedSlice &s : slices) {
 		for (std::size_t at = 0; at + chunk_bytes <= s.len; at += chunk_bytes) {
@@ -33,10 +37,11 @@ std::optional<StagingChunk> StagingChunks::take()
 {
 	std::lock_guard lock(mu_);
 
-	if (free_.empty())
+	if (free_.empty() || taken_ >= max_taken_)
 		return std::nullopt;
 	const StagingChunk c = chunks_[static_cast<std::size_t>(free_.back())];
 	free_.pop_back();
+	taken_++;
 	return c;
 }
 
@@ -45,6 +50,7 @@ void StagingChunks::give_back(int index) noexcept
 	std::lock_guard lock(mu_);
 
 	free_.push_back(index); // within the capacity every chunk filled
+	taken_--;
 }
 
 } // namespace svmbatch::detail
