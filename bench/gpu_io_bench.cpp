@@ -49,7 +49,7 @@
 //   gpu_io_bench [--dir DIR] [--gib N] [--small-gib N] [--reps N] [--warps N]
 //                [--sizes BYTES] [--io-threads N] [--max-batch N] [--spin-us N]
 //                [--poll-ns N] [--fast-poll-ns N] [--device-reads 0|1] [--copy-streams N]
-//                [--staging-mib N] [--blocking-sync 0|1] [--queue-depth N]
+//                [--staging-mib N] [--staged-mib N] [--blocking-sync 0|1] [--queue-depth N]
 //                [--parallelism auto|async|rings] [--thread-mib N]
 //                [--latency-dir DIR] [--machine TEXT] [--commit TEXT]
 //
@@ -111,6 +111,8 @@ struct Tuning {
 	/// --blocking-sync 0: they spin, each on a core.
 	bool blocking_sync = true;
 	std::size_t staging_bytes = std::size_t{256} << 20;
+	/// Of it, the most in use at once (--staged-mib; 0: all).
+	std::size_t staged_bytes = svmbatch::IoLoopDeviceReads{}.staged_bytes;
 	/// One request in flight also on a file here (none: tmpfs only).
 	std::string latency_dir;
 	std::uint32_t max_poll_ns = SVMBATCH_GPU_MAX_POLL_NS;
@@ -125,7 +127,7 @@ struct Tuning {
 	bool beside_pollers = false;
 	std::uint32_t variant_poll_ns = 0;
 	unsigned variant_streams = 0;
-	std::size_t variant_staging_bytes = 0;
+	std::optional<std::size_t> variant_staged_bytes;
 	/// --trace-device 1: the device reads' pump trace (IoLoopOptions::trace)
 	/// summed up on stderr, each rep: where the requests waited.
 	bool trace_device = false;
@@ -452,6 +454,7 @@ Measured run_loop_device(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, in
 	lo.device.buffers = {&dev, 1};
 	lo.device.staging = 0;
 	lo.device.chunk_bytes = std::min<std::uint64_t>(size, 1 << 20);
+	lo.device.staged_bytes = tune.staged_bytes;
 	const std::vector<std::uint64_t> unused(nwarps, 0);
 
 	std::vector<svmbatch::IoLoopTimes> times;
@@ -472,10 +475,10 @@ Measured run_loop_device(svmbatch::Context &ctx, svmbatch::CudaBackend &cuda, in
 		m.add(run);
 		std::fprintf(
 			stderr,
-			"  loop_device %7llu B, %u x %u warps x %u lanes, %u streams, staging %zu MiB: "
+			"  loop_device %7llu B, %u x %u warps x %u lanes, %u streams, staged %zu MiB: "
 			"%.2f GB/s, %.0f requests/s, p50 %.1f us, p99 %.1f us\n",
 			static_cast<unsigned long long>(size), blocks, warps, lanes,
-			tune.copy_streams, tune.staging_bytes >> 20, m.gbps.back(), m.rps.back(),
+			tune.copy_streams, tune.staged_bytes >> 20, m.gbps.back(), m.rps.back(),
 			m.p50_us.value_or(-1), m.p99_us.value_or(-1));
 		if (tune.trace_device)
 			print_trace(times);
@@ -980,7 +983,7 @@ const char *const method =
 	"\"loop_device\": \"the kernel as the loop's, double-buffered, asking with "
 	"svmbatch_read_device() into device memory: the IoLoop reads each piece with "
 	"READ_FIXED into a request-sized chunk of its staging (one registered, GPU-mapped "
-	"buffer, --staging-mib), a CudaCopyEngine copies the chunk to the device "
+	"buffer, --staging-mib, of which --staged-mib in use at most), a CudaCopyEngine copies the chunk to the device "
 	"(cuMemcpyHtoDAsync on --copy-streams streams, an event each, one polling thread), "
 	"and the completion is published when the copy ended; the warp copies nothing; "
 	"for requests of 64 KiB and more, unless --device-reads 0\", "
@@ -1023,9 +1026,9 @@ const char *const method =
 	"one lane a warp polling a line of mapped host memory of its own every --poll-ns, "
 	"as the loop's waiting warps poll their completions at most\", "
 	"\"loop_device_variant\": \"with --variant-poll-ns, --variant-streams or "
-	"--variant-staging-mib: the device reads again, with that longest sleep between "
+	"--variant-staged-mib: the device reads again, with that longest sleep between "
 	"polls (variant_max_poll_ns), that many copy streams (variant_copy_streams) and that "
-	"much staging (variant_staging_bytes)\", "
+	"much staging in use at most (variant_staged_bytes, IoLoopDeviceReads::staged_bytes)\", "
 	"\"files\": \"tmpfs (--dir), pattern bytes, in the page cache\", "
 	"\"copy_engine\": \"cudaMemcpyAsync of 1 MiB from pinned host memory on four "
 	"non-blocking streams while a kernel of blocks x warps warps (none: idle) sits "
@@ -1157,15 +1160,15 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 			}
 			h.merge(run_host(ctx, cuda, fd, len, size, 1, tune.loop.io));
 			if ((tune.variant_poll_ns || tune.variant_streams ||
-			     tune.variant_staging_bytes) &&
+			     tune.variant_staged_bytes) &&
 			    dev) {
 				Tuning t = tune;
 				t.max_poll_ns = tune.variant_poll_ns ? tune.variant_poll_ns :
 								       tune.max_poll_ns;
 				t.copy_streams = tune.variant_streams ? tune.variant_streams :
 									tune.copy_streams;
-				if (tune.variant_staging_bytes)
-					t.staging_bytes = tune.variant_staging_bytes;
+				t.staged_bytes =
+					tune.variant_staged_bytes.value_or(tune.staged_bytes);
 				if (!dev_poll)
 					dev_poll.emplace();
 				dev_poll->merge(run_loop_device(ctx, cuda, fd, len, size, blocks,
@@ -1198,10 +1201,9 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 					    std::to_string(tune.variant_streams ?
 								   tune.variant_streams :
 								   tune.copy_streams) +
-					    ", \"variant_staging_bytes\": " +
-					    std::to_string(tune.variant_staging_bytes ?
-								   tune.variant_staging_bytes :
-								   tune.staging_bytes) +
+					    ", \"variant_staged_bytes\": " +
+					    std::to_string(tune.variant_staged_bytes.value_or(
+						    tune.staged_bytes)) +
 					    ", \"variant_over_host\": " +
 					    ratio_or_null(median(dev_poll->gbps), median(h.gbps)) :
 				    std::string()) +
@@ -1284,7 +1286,7 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		"{\n  %s,\n  \"machine_text\": %s,\n  \"sms\": %u,\n"
 		"  \"warps_per_block\": %u,\n  \"dir\": %s,\n"
 		"  \"reps\": %d,\n  \"max_poll_ns\": %u,\n  \"fast_poll_ns\": %u,\n"
-		"  \"io_threads\": %u,\n  \"queue_depth\": %u,\n  \"thread_bytes\": %llu,\n  \"parallelism\": \"%s\",\n  \"blocking_sync\": %s,\n  \"pump_idle\": %s,\n  \"copy_engine\": [%s],\n"
+		"  \"io_threads\": %u,\n  \"queue_depth\": %u,\n  \"thread_bytes\": %llu,\n  \"staging_bytes\": %zu,\n  \"staged_bytes\": %zu,\n  \"parallelism\": \"%s\",\n  \"blocking_sync\": %s,\n  \"pump_idle\": %s,\n  \"copy_engine\": [%s],\n"
 		"  \"cuda_copy_engine_1MiB\": [%s],\n"
 		"  \"results\": [\n%s\n  ],\n"
 		"  \"summary\": {\"one_request_p50_us\": %s, \"one_request_p99_us\": %s, "
@@ -1303,7 +1305,8 @@ int run(const std::string &dir, double gib, double small_gib, int reps, unsigned
 		header.c_str(), svmbatch::json::quote(tune.machine).c_str(), blocks, warps,
 		svmbatch::json::quote(dir).c_str(), reps, tune.max_poll_ns, tune.fast_poll_ns,
 		tune.loop.io.threads, tune.loop.io.queue_depth,
-		static_cast<unsigned long long>(tune.loop.thread_bytes),
+		static_cast<unsigned long long>(tune.loop.thread_bytes), tune.staging_bytes,
+		tune.staged_bytes,
 		tune.loop.io.parallelism == svmbatch::Parallelism::AsyncWorkers	 ? "async" :
 		tune.loop.io.parallelism == svmbatch::Parallelism::RingPerThread ? "rings" :
 										   "auto",
@@ -1389,8 +1392,10 @@ int main(int argc, char **argv)
 			tune.latency_dir = argv[i + 1];
 		else if (opt == "--beside-pollers")
 			tune.beside_pollers = std::atoi(argv[i + 1]) != 0;
-		else if (opt == "--variant-staging-mib")
-			tune.variant_staging_bytes = std::strtoull(argv[i + 1], nullptr, 10) << 20;
+		else if (opt == "--staged-mib")
+			tune.staged_bytes = std::strtoull(argv[i + 1], nullptr, 10) << 20;
+		else if (opt == "--variant-staged-mib")
+			tune.variant_staged_bytes = std::strtoull(argv[i + 1], nullptr, 10) << 20;
 		else if (opt == "--variant-streams")
 			tune.variant_streams =
 				static_cast<unsigned>(std::strtoul(argv[i + 1], nullptr, 10));
