@@ -52,8 +52,13 @@
 //                [--staging-mib N] [--staged-mib N] [--blocking-sync 0|1] [--queue-depth N]
 //                [--parallelism auto|async|rings] [--thread-mib N]
 //                [--latency-dir DIR] [--machine TEXT] [--commit TEXT]
+//                [--beside-pollers 0|1] [--trace-device 0|1] [--variant-poll-ns N]
+//                [--variant-streams N] [--variant-staged-mib N]
 //
 // --small-gib is the file for 4 KiB requests (a million requests a GiB).
+// The last line is diagnostics of the device reads: the pipeline beside
+// polling warps, the pump's trace on stderr, and a variant of the device
+// reads run beside the rest in the same repetitions.
 #include <cuda_runtime_api.h>
 
 #include <fcntl.h>
@@ -100,7 +105,8 @@ using svmbatch::bench::DeviceBuffer;
 /// The pump's options (--io-threads, --max-batch, --spin-us; the host
 /// pipelines' Reader and Writer take the same I/O options), the GPU's
 /// polling (--poll-ns, --fast-poll-ns), the device reads' copy streams and
-/// staging (--copy-streams, --staging-mib), and the machine (--machine).
+/// staging (--copy-streams, --staging-mib, --staged-mib), and the machine
+/// (--machine).
 struct Tuning {
 	svmbatch::IoLoopOptions loop;
 	bool device_reads = true;
