@@ -405,10 +405,11 @@ TEST_F(IoLoopDeviceTest, StagedBytesBoundsTheChunksInUse)
 		IoLoop loop(*ctx_, *b.reg, o);
 		const IoLoopClient client(loop.host_queue());
 		const std::uint32_t f = loop.add_file(file_.fd());
-		std::vector<std::int64_t> tickets;
+		std::vector<std::int64_t> tickets(reads);
 		for (int i = 0; i < reads; i++)
-			tickets.push_back(client.read_device(f, i * chunk, chunk, 0, i * chunk,
-							     static_cast<std::uint64_t>(i)));
+			tickets[static_cast<std::size_t>(i)] =
+				client.read_device(f, i * chunk, chunk, 0, i * chunk,
+						   static_cast<std::uint64_t>(i));
 		const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
 		while (held.held() < in_use && std::chrono::steady_clock::now() < deadline)
 			std::this_thread::yield();
