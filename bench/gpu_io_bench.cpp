@@ -411,6 +411,7 @@ void print_trace(const std::vector<svmbatch::IoLoopTimes> &times)
 	std::fprintf(stderr, "    trace of %zu requests:", done.size());
 	for (const Step &st : steps) {
 		std::vector<double> v;
+		v.reserve(done.size());
 		for (std::size_t t : done)
 			v.push_back(static_cast<double>(times[t].*st.to - times[t].*st.from) / 1e6);
 		std::sort(v.begin(), v.end());
