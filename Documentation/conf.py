@@ -55,5 +55,49 @@ def _man_root(app, docname, source):
         source[0] += '\n.. toctree::\n   :hidden:\n\n   /cli\n'
 
 
+# The figure roles (bench/check-results.py checks every one):
+#
+#   :result:`34.2 GB/s <loaders-h100-2026-11-26.json:cells[cell=tmpfs-single].summary.svmbatch_steady_GBps>`
+#       a measured figure and the result file and member it is;
+#   :given:`4 GiB`
+#       a figure that is not a measurement (a size, a bar, a default).
+#
+# Both show TEXT as plain text; a result's reference is the HTML title
+# (a tooltip) of the figure, and the manual pages show TEXT alone.
+def _figure_role(name, rawtext, text, lineno, inliner, options=None,
+                 content=None):
+    from docutils import nodes
+    from docutils.utils import unescape
+    from sphinx.util.nodes import split_explicit_title
+    has_ref, shown, ref = split_explicit_title(unescape(text))
+    if name == 'result' and not has_ref:
+        msg = inliner.reporter.error(
+            f':result: needs "TEXT <FILE:MEMBER>", not {text!r}', line=lineno)
+        return [inliner.problematic(rawtext, rawtext, msg)], [msg]
+    node = nodes.inline(rawtext, shown, classes=['figure-' + name])
+    if has_ref:
+        node['reftitle'] = ref
+    return [node], []
+
+
+def _figure_title(app, doctree, docname):
+    # docutils' HTML writer has no title for an inline: write the span.
+    from docutils import nodes
+    if app.builder.format != 'html':
+        return
+    from html import escape
+    for node in list(doctree.findall(nodes.inline)):
+        ref = node.get('reftitle')
+        if ref:
+            span = nodes.raw(
+                '', f'<span class="figure-result" title="{escape(ref)}">'
+                f'{escape(node.astext())}</span>', format='html')
+            node.replace_self(span)
+            span['classes'] = []  # replace_self copied the inline's
+
+
 def setup(app):
     app.connect('source-read', _man_root)
+    app.add_role('result', _figure_role)
+    app.add_role('given', _figure_role)
+    app.connect('doctree-resolved', _figure_title)
