@@ -16,7 +16,7 @@ Results (bench/results/):
 - a summary, ratio or median that the file's own rows determine equals
   what they give (relative 1e-3, or the digits stored).
 
-Figures (README.md, Documentation/**/*.rst but testing.rst): see
+Figures (README.md, Documentation/*.rst but testing.rst): see
 Documentation/testing.rst.  A measured figure is
 :result:`TEXT <FILE[+FILE...]:MEMBER[*K|/K]>` and must equal that member
 (the median over the files) at the digits TEXT shows; a figure that is
@@ -43,11 +43,12 @@ from typing import Any, Callable, Iterable, Iterator
 
 UNITS = ("GB/s", "M/s", "×", "GiB", "ms", "µs", "s")
 _UNIT_RE = "|".join(re.escape(u) for u in UNITS)
-# A number, maybe a range (1.04–1.06×: both ends are figures), then a unit.
+# A number, maybe a range (1.04–1.06×: both ends are figures), then a unit
+# (× right after the number: "2000 × 64 KiB" is a product, not a ratio).
 NUM_UNIT = re.compile(
     r"(?<![\w.,/])(\d[\d,]*(?:\.\d+)?)"
     r"(?:\s*[-–]\s*(\d[\d,]*(?:\.\d+)?))?"
-    rf"\s?({_UNIT_RE})(?![\w/])")
+    rf"(?:×|\s?(?:{_UNIT_RE.replace('×|', '')}))(?![\w/])")
 DECIMAL = re.compile(r"(?<![\w.])\d+\.\d+(?![\w.]*\d)")
 ROLE = re.compile(r":(result|given):`([^`]*)`")
 ANY_ROLE = re.compile(r":[\w:+.-]+:`[^`]*`")
@@ -395,15 +396,10 @@ def check_figure(fig: Figure, results: dict[str, Any], report: Report) -> None:
 
 
 def doc_paths(root: str) -> list[str]:
-    out = ["README.md"]
     docs = os.path.join(root, "Documentation")
-    for d, _, files in os.walk(docs):
-        for f in files:
-            if f.endswith(".rst"):
-                rel = os.path.relpath(os.path.join(d, f), root)
-                if rel != os.path.join("Documentation", "testing.rst"):
-                    out.append(rel)
-    return sorted(out)
+    return ["README.md"] + sorted(
+        f"Documentation/{f}" for f in os.listdir(docs)
+        if f.endswith(".rst") and f != "testing.rst")
 
 
 def check_docs(root: str, results: dict[str, Any], report: Report) -> None:
