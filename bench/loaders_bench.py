@@ -1,102 +1,201 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""svmbatch's safetensors loader against every peer a serving engine offers
-(vLLM/SGLang --load-format), on the same files in one run:
+"""svmbatch's safetensors loader against every peer a serving engine
+offers (vLLM/SGLang --load-format), each in its documented modes, on the
+same files in one run, one row per loader and mode:
 
-- svmbatch.torch.load_safetensors(device="cuda");
-- instanttensor's safe_open, default backend (MMAP on tmpfs, O_DIRECT
-  URING/AIO on a disk) and URING_BUFFERED;
-- fastsafetensors' fastsafe_open(nogds=True);
-- runai-model-streamer's SafetensorsStreamer (CPU tensors, then .to(cuda),
-  as vLLM's loader does);
-- safetensors.torch.load_file(device="cuda").
+- svmbatch: svmbatch.torch.load_safetensors(device="cuda") (its io=
+  modes beside it with --variants);
+- instanttensor: safe_open, its default backend (MMAP on tmpfs, O_DIRECT
+  URING/AIO on a disk) and Backend.URING_BUFFERED;
+- fastsafetensors: fastsafe_open(nogds=True), its default (O_DIRECT on a
+  disk, buffered on tmpfs) and buffered (FASTSAFETENSORS_ODIRECT=0);
+- runai: runai-model-streamer 0.17's SafetensorsStreamer,
+  stream_files(device="cuda:0"), its default reader and
+  RUNAI_STREAMER_FS_STRATEGY=io_uring_buffered / io_uring_direct (its
+  pinned-memory modes, RUNAI_STREAMER_PINNED_MEMORY_MODE, belong to its
+  device reader, which 0.17's Python API does not reach: "only
+  RUNAI_FILE_STREAMER_DEVICE_CPU can be read into");
+- safetensors: safetensors.torch.load_file(device="cuda");
+- dd (cold cells only): a floor, not a peer: dd iflag=direct of the
+  files to /dev/null, no GPU.
 
-Layouts: a Llama-shaped checkpoint (bf16 embeddings, attention and MLP
-matrices, fp32 norms) of --gib GiB in one file, and of --sharded-gib GiB
-in --shards shards with a Hugging Face index, each on tmpfs and on ext4 hot
-in the page cache (written, synced, read once).  Each loader runs in a
-fresh process (torch and CUDA initialised and the loader imported before
-the clock starts): its first load, timed from the call to the last tensor
-on the GPU (torch.cuda.synchronize()), then --reps loads whose median is
-the steady figure.  Every load is checked tensor by tensor against a
-digest of safetensors' own load of the same files, on the GPU.
+Layouts: single (a Llama-shaped checkpoint of --gib GiB in one file: bf16
+embeddings, attention and MLP matrices, fp32 norms), sharded (the same
+shapes, --sharded-gib GiB in --shards shards with a Hugging Face index)
+and moe (a many-tensor MoE checkpoint of --moe-gib GiB in --moe-shards
+shards with an index: per layer bf16 attention and norms, a bf16 router
+and --moe-experts experts of three FP8 (float8_e4m3fn) matrices of 1 MiB,
+each with a float32 block scale and a float32 input scale).  Cells: a
+layout on tmpfs, on ext4 hot in the page cache (written, synced, read
+once), or cold on ext4 (--cold-gib, the page cache dropped before each
+load).
 
-Cold (--cold-gib, ext4, caches dropped before each load, a fresh process
-each): svmbatch's io="auto"/"direct"/"buffered", instanttensor's default
-(O_DIRECT) and a plain O_DIRECT sequential read of the same file by dd.
+The harness (bench/harness.py): each load in a fresh process per row and
+repetition (torch imported by the fork server; CUDA, the loader's import
+and the digest's weights before the clock: the same warm-up for every
+row), --reps interleaved repetitions (the repetition loop outside, the
+rows inside, rotated each repetition), medians.  In each process: the
+first load (timed: the first-load figure), --warmup-loads untimed loads,
+--steady-loads timed loads (the steady figure); cold: the first load
+alone.  Every load, cold ones included, is checked against a digest of
+safetensors' own load of the same files.  The summary of each cell
+divides svmbatch's row by the best peer row (bench/harness.py's
+summarize_cell), naming both.
 
-Also: svmbatch's staging parameters swept on the tmpfs files (--sweep),
-its io= modes beside its default (--variants), and the first load's setup
-(the staging ring) timed alone in a fresh process.
-
-JSON on stdout (benchmark, commit, date, machine, mode, method, cells,
-summary); progress on stderr.  Exit 1 if any load differed.
+JSON on stdout and in --out (rewritten after every load); progress on
+stderr.  Exit 1 if any load of svmbatch failed or differed.
 """
 
+from __future__ import annotations
+
 import argparse
+import gc
+import hashlib
 import json
 import os
-import platform
 import shutil
-import statistics
 import subprocess
 import sys
 import time
 
-from page_cache import drop_caches
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from page_cache import drop_caches  # noqa: E402
 
 BENCHMARK = "loaders"
-METHOD = ("each loader in a fresh process per cell, CUDA and imports before the clock; first = "
-          "the first load from the call to torch.cuda.synchronize() after the last tensor; "
-          "steady = median of --reps later loads in that process; GB/s = checkpoint bytes "
-          "(headers included) / seconds; every load's tensors checked against a digest of "
-          "safetensors' load on the GPU; hot ext4 = written, synced, read once; cold = "
-          "/proc/sys/vm/drop_caches before each load, one load per fresh process")
+METHOD = ("each row (a loader in one mode) in a fresh process per repetition, forked from a "
+          "server that imported torch; CUDA initialised, the loader imported and the digest's "
+          "weights made before the clock, alike for every row; repetitions interleaved (rows "
+          "in rotated order within each repetition), medians over repetitions; first = the "
+          "first load in the process, from the call to torch.cuda.synchronize() after the last "
+          "tensor; then warmup_loads untimed loads; steady = the median of the repetition's "
+          "steady_loads timed loads; GB/s = checkpoint bytes (headers included) / seconds; "
+          "every load's tensors (names, dtypes, shapes, device, bytes) checked against a "
+          "digest of safetensors' load_file(device='cuda') of the same files; hot ext4 = "
+          "written, synced, read once; cold = /proc/sys/vm/drop_caches before each load, one "
+          "load per process; best peer = the peer row with the lowest median among rows that "
+          "loaded exactly in every repetition; ratio = best peer's median seconds / "
+          "svmbatch's; dd = a floor (dd iflag=direct, no GPU), never a peer")
 
 # Llama-3-8B's shapes: what a 4-16 GiB checkpoint of a served model is made of.
 HIDDEN, INTER, KV, VOCAB = 4096, 14336, 1024, 32000
+# A Qwen3-MoE-like layer: FP8 experts of 1 MiB matrices with float32 scales.
+MOE_HIDDEN, MOE_INTER, MOE_KV, MOE_VOCAB, BLOCK = 2048, 512, 512, 32000, 128
+DTYPE_SIZE = {"BF16": 2, "F32": 4, "F8_E4M3": 1}
+TORCH_DTYPE = {"BF16": "bfloat16", "F32": "float32", "F8_E4M3": "float8_e4m3fn"}
+
+PEER_ROWS = {
+    # name: (loader, keywords, environment)
+    "instanttensor": ("instanttensor", {}, {}),
+    "instanttensor-uring_buffered": ("instanttensor", {"backend": "URING_BUFFERED"}, {}),
+    "fastsafetensors": ("fastsafetensors", {}, {}),
+    "fastsafetensors-buffered": ("fastsafetensors", {}, {"FASTSAFETENSORS_ODIRECT": "0"}),
+    "runai": ("runai", {}, {}),
+    "runai-io_uring_buffered": ("runai", {}, {"RUNAI_STREAMER_FS_STRATEGY": "io_uring_buffered"}),
+    "runai-io_uring_direct": ("runai", {}, {"RUNAI_STREAMER_FS_STRATEGY": "io_uring_direct"}),
+    "safetensors": ("safetensors", {}, {}),
+}
+LAYOUTS = ("single", "sharded", "moe")
+DEFAULT_CELLS = "tmpfs-single,tmpfs-moe,ext4-single,ext4-moe,cold-single,cold-moe"
 
 
-def layer_specs(i):
-    p = f"model.layers.{i}."
-    return [(p + "input_layernorm.weight", (HIDDEN,), "float32"),
-            (p + "self_attn.q_proj.weight", (HIDDEN, HIDDEN), "bfloat16"),
-            (p + "self_attn.k_proj.weight", (KV, HIDDEN), "bfloat16"),
-            (p + "self_attn.v_proj.weight", (KV, HIDDEN), "bfloat16"),
-            (p + "self_attn.o_proj.weight", (HIDDEN, HIDDEN), "bfloat16"),
-            (p + "post_attention_layernorm.weight", (HIDDEN,), "float32"),
-            (p + "mlp.gate_proj.weight", (INTER, HIDDEN), "bfloat16"),
-            (p + "mlp.up_proj.weight", (INTER, HIDDEN), "bfloat16"),
-            (p + "mlp.down_proj.weight", (HIDDEN, INTER), "bfloat16")]
+def nbytes_of(spec) -> int:
+    n = DTYPE_SIZE[spec[2]]
+    for d in spec[1]:
+        n *= d
+    return n
 
 
-def model_specs(gib):
+def llama_specs(gib: float) -> list:
     """(name, shape, dtype) of a Llama-shaped model of about gib GiB."""
-    def nbytes(spec):
-        n = 1
-        for d in spec[1]:
-            n *= d
-        return n * (4 if spec[2] == "float32" else 2)
-    ends = [("model.embed_tokens.weight", (VOCAB, HIDDEN), "bfloat16"),
-            ("model.norm.weight", (HIDDEN,), "float32"),
-            ("lm_head.weight", (VOCAB, HIDDEN), "bfloat16")]
-    per_layer = sum(nbytes(s) for s in layer_specs(0))
-    layers = max(1, round(((gib << 30) - sum(nbytes(s) for s in ends)) / per_layer))
-    specs = [ends[0]] + [s for i in range(layers) for s in layer_specs(i)] + ends[1:]
-    return specs, [nbytes(s) for s in specs]
+    def layer(i):
+        p = f"model.layers.{i}."
+        return [(p + "input_layernorm.weight", (HIDDEN,), "F32"),
+                (p + "self_attn.q_proj.weight", (HIDDEN, HIDDEN), "BF16"),
+                (p + "self_attn.k_proj.weight", (KV, HIDDEN), "BF16"),
+                (p + "self_attn.v_proj.weight", (KV, HIDDEN), "BF16"),
+                (p + "self_attn.o_proj.weight", (HIDDEN, HIDDEN), "BF16"),
+                (p + "post_attention_layernorm.weight", (HIDDEN,), "F32"),
+                (p + "mlp.gate_proj.weight", (INTER, HIDDEN), "BF16"),
+                (p + "mlp.up_proj.weight", (INTER, HIDDEN), "BF16"),
+                (p + "mlp.down_proj.weight", (HIDDEN, INTER), "BF16")]
+    ends = [("model.embed_tokens.weight", (VOCAB, HIDDEN), "BF16"),
+            ("model.norm.weight", (HIDDEN,), "F32"),
+            ("lm_head.weight", (VOCAB, HIDDEN), "BF16")]
+    per_layer = sum(nbytes_of(s) for s in layer(0))
+    layers = max(1, round((gib * (1 << 30) - sum(nbytes_of(s) for s in ends)) / per_layer))
+    return [ends[0]] + [s for i in range(layers) for s in layer(i)] + ends[1:]
 
 
-def write_checkpoint(directory, gib, shards):
-    """A Llama-shaped checkpoint written by safetensors itself: one file
-    model.safetensors, or shards model-0000k-of-0000n.safetensors and
-    model.safetensors.index.json split by size, as save_pretrained does.
-    Returns the path a loader is given and the list of files."""
-    import torch
-    from safetensors.torch import save_file
+def moe_specs(gib: float, experts: int) -> list:
+    """(name, shape, dtype) of a many-tensor MoE model of about gib GiB:
+    FP8 expert matrices, each with a float32 block scale and input scale."""
+    h, e, kv = MOE_HIDDEN, MOE_INTER, MOE_KV
+
+    def linear(name, rows, cols):
+        return [(name + ".weight", (rows, cols), "F8_E4M3"),
+                (name + ".weight_scale", (rows // BLOCK, cols // BLOCK), "F32"),
+                (name + ".input_scale", (1,), "F32")]
+
+    def layer(i):
+        p = f"model.layers.{i}."
+        out = [(p + "input_layernorm.weight", (h,), "BF16"),
+               (p + "self_attn.q_proj.weight", (h, h), "BF16"),
+               (p + "self_attn.k_proj.weight", (kv, h), "BF16"),
+               (p + "self_attn.v_proj.weight", (kv, h), "BF16"),
+               (p + "self_attn.o_proj.weight", (h, h), "BF16"),
+               (p + "self_attn.q_norm.weight", (128,), "BF16"),
+               (p + "self_attn.k_norm.weight", (128,), "BF16"),
+               (p + "post_attention_layernorm.weight", (h,), "BF16"),
+               (p + "mlp.gate.weight", (experts, h), "BF16")]
+        for x in range(experts):
+            q = f"{p}mlp.experts.{x}."
+            out += linear(q + "gate_proj", e, h) + linear(q + "up_proj", e, h) + \
+                linear(q + "down_proj", h, e)
+        return out
+    ends = [("model.embed_tokens.weight", (MOE_VOCAB, h), "BF16"),
+            ("model.norm.weight", (h,), "BF16"),
+            ("lm_head.weight", (MOE_VOCAB, h), "BF16")]
+    per_layer = sum(nbytes_of(s) for s in layer(0))
+    layers = max(1, round((gib * (1 << 30) - sum(nbytes_of(s) for s in ends)) / per_layer))
+    return [ends[0]] + [s for i in range(layers) for s in layer(i)] + ends[1:]
+
+
+def write_safetensors(path: str, specs: list, base: bytes, salt: int) -> None:
+    """A safetensors file of specs, each tensor's bytes a slice of base
+    (pseudo-random) at an offset of its own: a header as safetensors
+    writes it (8-byte length, JSON padded with spaces to 8 bytes)."""
+    header, off = {"__metadata__": {"format": "pt"}}, 0
+    for name, shape, dtype in specs:
+        n = nbytes_of((name, shape, dtype))
+        header[name] = {"dtype": dtype, "shape": list(shape), "data_offsets": [off, off + n]}
+        off += n
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    view = memoryview(base)
+    with open(path, "wb") as f:
+        f.write(len(text).to_bytes(8, "little") + text)
+        for k, spec in enumerate(specs):
+            n = nbytes_of(spec)
+            start = (salt * 7919 + k * 4099) * 64 % len(base)
+            while n:
+                piece = min(n, len(base) - start)
+                f.write(view[start:start + piece])
+                n -= piece
+                start = 0
+
+
+def write_checkpoint(directory: str, layout: str, gib: float, shards: int = 1,
+                     experts: int = 64) -> tuple:
+    """A checkpoint of layout in directory: one file model.safetensors, or
+    shards model-0000k-of-0000n.safetensors split by size with
+    model.safetensors.index.json, as save_pretrained writes them.  The
+    same arguments give the same bytes.  Returns the path a loader is
+    given, the list of files and the number of tensors."""
     os.makedirs(directory, exist_ok=True)
-    specs, sizes = model_specs(gib)
-    g = torch.Generator().manual_seed(gib)
-    base = torch.randint(-30000, 30000, (max(sizes) // 2,), dtype=torch.int16, generator=g)
+    specs = moe_specs(gib, experts) if layout == "moe" else llama_specs(gib)
+    sizes = [nbytes_of(s) for s in specs]
     total = sum(sizes)
     groups, acc = [[]], 0
     for spec, n in zip(specs, sizes):
@@ -104,132 +203,120 @@ def write_checkpoint(directory, gib, shards):
             groups.append([])
         groups[-1].append(spec)
         acc += n
+    # Pseudo-random bytes (SHAKE-128 of the arguments), tiled.
+    base = hashlib.shake_128(f"{layout}-{gib}".encode()).digest(64 << 20)
     files, weight_map = [], {}
     for k, group in enumerate(groups):
-        name = ("model.safetensors" if shards == 1 else
+        name = ("model.safetensors" if len(groups) == 1 else
                 f"model-{k + 1:05d}-of-{len(groups):05d}.safetensors")
-        tensors = {}
-        for j, (tname, shape, dtype) in enumerate(group):
-            n = 1
-            for d in shape:
-                n *= d
-            words = n * (2 if dtype == "float32" else 1)
-            raw = (base[:words] + (k * 131 + j)).clone()
-            tensors[tname] = raw.view(getattr(torch, dtype)).view(shape)
-            weight_map[tname] = name
-        save_file(tensors, os.path.join(directory, name), metadata={"format": "pt"})
+        write_safetensors(os.path.join(directory, name), group, base, k)
         files.append(os.path.join(directory, name))
-        del tensors
-    if shards == 1:
-        return files[0], files
+        weight_map.update({s[0]: name for s in group})
+    if len(groups) == 1:
+        return files[0], files, len(specs)
     index = os.path.join(directory, "model.safetensors.index.json")
     with open(index, "w") as f:
         json.dump({"metadata": {"total_size": total}, "weight_map": weight_map}, f)
-    return index, files
+    return index, files, len(specs)
 
 
-# The child: one loader in a fresh process.  argv: loader, path, files
-# (JSON list), reps, digests file or "", extra (JSON).
-CHILD = r"""
-import gc, json, os, statistics, sys, time
-import torch
-torch.cuda.init()
-torch.empty(1, device="cuda")
-torch.cuda.synchronize()
-loader, path, files, reps, digests, extra = (sys.argv[1], sys.argv[2], json.loads(sys.argv[3]),
-                                             int(sys.argv[4]), sys.argv[5], json.loads(sys.argv[6]))
-dev = torch.device("cuda", 0)
+# --- the child: one row's loads in a fresh process --------------------------
 
-if loader == "svmbatch":
-    import svmbatch.torch as sbt
-    def load():
-        return sbt.load_safetensors(path, dev, **extra)
-elif loader.startswith("instanttensor"):
-    import instanttensor
-    kw = {}
-    if loader == "instanttensor_uring_buffered":
-        kw["backend"] = instanttensor.Backend.URING_BUFFERED
-    def load():
-        out = {}
-        with instanttensor.safe_open(files, framework="pt", device=0, **kw) as f:
-            for name, t in f.tensors():
-                out[name] = t
-        return out
-elif loader == "fastsafetensors":
-    from fastsafetensors import fastsafe_open
-    def load():
-        with fastsafe_open(files, device="cuda:0", nogds=True) as f:
-            return {k: f.get_tensor(k) for k in f.keys()}
-elif loader == "runai":
-    from runai_model_streamer import SafetensorsStreamer
-    def load():
-        out = {}
-        with SafetensorsStreamer() as s:
-            s.stream_files(files)
-            for name, t in s.get_tensors():
-                out[name] = t.to(dev)
-        return out
-elif loader == "safetensors":
-    from safetensors.torch import load_file
-    def load():
-        out = {}
-        for f in files:
-            out.update(load_file(f, device="cuda:0"))
-        return out
-else:
-    raise SystemExit(f"no loader {loader}")
+def make_loader(loader: str, kw: dict, path: str, files: list, device: str):
+    """A function loading the checkpoint with loader; the import happens
+    here, before the clock."""
+    import torch
+    dev = torch.device(device)
+    if loader == "svmbatch":
+        import svmbatch.torch as sbt
+        return lambda: sbt.load_safetensors(path, dev, **kw)
+    if loader == "instanttensor":
+        import instanttensor
+        opts = {k: getattr(instanttensor.Backend, v) if k == "backend" else v
+                for k, v in kw.items()}
 
-WEIGHTS = torch.arange(1 << 26, device=dev, dtype=torch.int32) % 251 + 1
+        def load_it():
+            out = {}
+            with instanttensor.safe_open(files, framework="pt", device=dev.index or 0,
+                                         **opts) as f:
+                for name, t in f.tensors():
+                    out[name] = t
+            return out
+        return load_it
+    if loader == "fastsafetensors":
+        from fastsafetensors import fastsafe_open
 
-def digest(t):
-    b = t.detach().contiguous().view(-1).view(torch.uint8)
-    s = 0
-    for i in range(0, b.numel(), 1 << 26):
-        c = b[i:i + (1 << 26)].to(torch.int32)
-        s += int((c * WEIGHTS[:c.numel()]).sum())
-    return [str(t.dtype), list(t.shape), b.numel(), s]
+        def load_fst():
+            with fastsafe_open(files, device=str(dev), nogds=True, **kw) as f:
+                return {k: f.get_tensor(k) for k in f.keys()}
+        return load_fst
+    if loader == "runai":
+        from runai_model_streamer import SafetensorsStreamer
 
-def timed():
-    gc.collect()
-    t0 = time.perf_counter()
-    out = load()
-    torch.cuda.synchronize()
-    return time.perf_counter() - t0, out
+        def load_runai():
+            with SafetensorsStreamer() as s:
+                s.stream_files(files, device=str(dev), **kw)
+                return {name: t for name, t in s.get_tensors()}
+        return load_runai
+    if loader == "safetensors":
+        from safetensors.torch import load_file
 
-first, out = timed()
-if digests == "make":
-    print(json.dumps({"digests": {k: digest(v) for k, v in out.items()}}))
-    sys.exit(0)
-ref = json.load(open(digests)) if digests else None
-def check(out):
-    if ref is None:
-        return None
-    return sorted(out) == sorted(ref) and all(digest(out[k]) == ref[k] for k in ref)
-exact = check(out)
-del out
-steady = []
-# A loader slower than 2 s a load (a disk, not the page cache) gets one
-# steady load: its figure is the disk's, and device time is scarce.
-for _ in range(reps if first < 2.0 else min(reps, 1)):
-    dt, out = timed()
-    steady.append(dt)
-    if exact:
-        exact = check(out)
+        def load_st():
+            out = {}
+            for f in files:
+                out.update(load_file(f, device=str(dev)))
+            return out
+        return load_st
+    raise ValueError(f"no loader {loader}")
+
+
+def child_job(spec: dict) -> dict:
+    """In a fresh process: the same warm-up for every row (CUDA, the
+    loader's import, the digest's weights), then the first load, the
+    warm-up loads and the steady loads, each checked."""
+    for k, v in spec.get("env", {}).items():
+        os.environ[k] = v
+    import torch
+    device = spec["device"]
+    if device.startswith("cuda"):
+        torch.cuda.init()
+        torch.empty(1, device=device)
+        torch.cuda.synchronize()
+    sync = torch.cuda.synchronize if device.startswith("cuda") else (lambda: None)
+    load = make_loader(spec["loader"], spec.get("kw", {}), spec["path"], spec["files"], device)
+    harness.digest({"warm": torch.zeros(8, dtype=torch.uint8, device=device)})
+    want = spec.get("digest")
+
+    def timed():
+        gc.collect()
+        sync()
+        t0 = time.perf_counter()
+        out = load()
+        sync()
+        return time.perf_counter() - t0, out
+
+    first_s, out = timed()
+    if spec.get("make_digest"):
+        return {"digest": harness.digest(out), "first_s": first_s}
+    exact = harness.digest(out) == want
     del out
-print(json.dumps({"first_s": first, "steady_s": steady, "exact": exact}))
-"""
+    for _ in range(spec.get("warmup", 0)):
+        _, out = timed()
+        exact = exact and harness.digest(out) == want
+        del out
+    steady = []
+    for _ in range(spec.get("steady", 0)):
+        dt, out = timed()
+        steady.append(dt)
+        exact = exact and harness.digest(out) == want
+        del out
+    return {"first_s": first_s, "steady_s": steady, "exact": exact,
+            "loads_checked": 1 + spec.get("warmup", 0) + spec.get("steady", 0)}
 
 
-def child(loader, path, files, reps, digests, extra=None, timeout=900):
-    r = subprocess.run([sys.executable, "-c", CHILD, loader, path, json.dumps(files), str(reps),
-                        digests, json.dumps(extra or {})],
-                       capture_output=True, text=True, timeout=timeout, check=False)
-    if r.returncode != 0:
-        return {"error": (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1][:400]}
-    return json.loads(r.stdout.strip().splitlines()[-1])
+# --- the parent -------------------------------------------------------------
 
-
-def read_once(files):
+def read_once(files: list) -> None:
     """Bring files into the page cache (the 'hot' of hot ext4)."""
     buf = bytearray(64 << 20)
     for f in files:
@@ -238,254 +325,233 @@ def read_once(files):
                 pass
 
 
-def run_cell(name, path, files, loaders, reps, slow_reps, digests):
-    size = sum(os.path.getsize(f) for f in files)
-    cell = {"cell": name, "path": path, "files": len(files), "bytes": size, "loaders": {}}
-    for loader, extra in loaders:
-        key = loader if not extra else loader + ":" + ",".join(f"{k}={v}" for k, v in extra.items())
-        r = child(loader, path, files, slow_reps if loader in ("runai", "safetensors") else reps,
-                  digests, extra)
-        if "first_s" in r:
-            r["first_GBps"] = size / 1e9 / r["first_s"]
-            r["steady_GBps"] = size / 1e9 / statistics.median(r["steady_s"]) if r["steady_s"] \
-                else None
-        cell["loaders"][key] = r
-        print(f"{name} {key}: " + (f"first {r['first_GBps']:.1f} GB/s, steady "
-                                  f"{r['steady_GBps'] or 0:.1f} GB/s, exact {r['exact']}"
-                                  if "first_s" in r else r["error"]), file=sys.stderr, flush=True)
-    ours = cell["loaders"].get("svmbatch", {})
-    peers = {k: v for k, v in cell["loaders"].items()
-             if not k.startswith("svmbatch") and k != "safetensors" and "first_GBps" in v}
-    summary = {"svmbatch_first_GBps": ours.get("first_GBps"),
-               "svmbatch_steady_GBps": ours.get("steady_GBps")}
-    for what in ("first", "steady"):
-        best = max(peers, key=lambda k: peers[k][f"{what}_GBps"] or 0, default=None)
-        summary[f"best_peer_{what}"] = best
-        summary[f"best_peer_{what}_GBps"] = peers[best][f"{what}_GBps"] if best else None
-        mine = ours.get(f"{what}_GBps")
-        summary[f"ratio_{what}"] = mine / peers[best][f"{what}_GBps"] if best and mine else None
-    cell["summary"] = summary
-    return cell
+def dd_direct(files: list) -> dict:
+    """The floor: the files read with O_DIRECT to /dev/null, one after the
+    other, no GPU."""
+    t0 = time.perf_counter()
+    for f in files:
+        r = subprocess.run(["dd", f"if={f}", "of=/dev/null", "bs=16M", "iflag=direct"],
+                           capture_output=True, text=True, check=False)
+        if r.returncode:
+            return {"error": f"dd: {r.stderr.strip()[-300:]}"}
+    return {"first_s": time.perf_counter() - t0, "steady_s": [], "exact": None}
 
 
 SWEEP = r"""
 import json, statistics, sys, time, torch
 import svmbatch.torch as sbt
 torch.empty(1, device="cuda"); torch.cuda.synchronize()
-path, configs = sys.argv[1], json.loads(sys.argv[2])
+path, configs, reps = sys.argv[1], json.loads(sys.argv[2]), int(sys.argv[3])
 out = []
 for c in configs:
     ts = []
-    for _ in range(6):
+    for _ in range(reps + 1):
         t0 = time.perf_counter()
         r = sbt.load_safetensors(path, "cuda", **c)
         torch.cuda.synchronize()
         ts.append(time.perf_counter() - t0)
         del r
     sbt.release_staging()
-    out.append(dict(c, first_s=ts[0], steady_s=statistics.median(ts[1:])))
+    out.append(dict(c, first_s=ts[0], steady_all_s=ts[1:], steady_s=statistics.median(ts[1:])))
 print(json.dumps(out))
 """
 
 SETUP = r"""
-import json, sys, time, torch
+import json, statistics, sys, time, torch
 torch.empty(1, device="cuda"); torch.cuda.synchronize()
 import svmbatch, svmbatch.torch as sbt
-from svmbatch import loading
 from svmbatch.arena import Arena
-nbytes = int(sys.argv[1])
-t0 = time.perf_counter()
-arena = Arena(nbytes, cuda=True)
-t1 = time.perf_counter()
-reader = svmbatch._svmbatch.Reader(arena.registration, threads=0)
-t2 = time.perf_counter()
-reader.close(); arena.close()
-t3 = time.perf_counter()
-arena = Arena(nbytes, cuda=False)
-t4 = time.perf_counter()
-arena.close()
-print(json.dumps({"ring_bytes": nbytes, "arena_cuda_ms": (t1 - t0) * 1e3,
-                  "reader_ms": (t2 - t1) * 1e3, "arena_host_only_ms": (t4 - t3) * 1e3}))
+nbytes, reps = int(sys.argv[1]), int(sys.argv[2])
+runs = []
+for _ in range(reps):
+    t0 = time.perf_counter()
+    arena = Arena(nbytes, cuda=True)
+    t1 = time.perf_counter()
+    reader = svmbatch._svmbatch.Reader(arena.registration, threads=0)
+    t2 = time.perf_counter()
+    reader.close(); arena.close()
+    t3 = time.perf_counter()
+    arena = Arena(nbytes, cuda=False)
+    t4 = time.perf_counter()
+    arena.close()
+    runs.append({"arena_cuda_ms": (t1 - t0) * 1e3, "reader_ms": (t2 - t1) * 1e3,
+                 "arena_host_only_ms": (t4 - t3) * 1e3})
+out = {"ring_bytes": nbytes, "runs": runs}
+out.update({k: statistics.median(r[k] for r in runs) for k in runs[0]})
+print(json.dumps(out))
 """
 
 
-def dd_direct(path):
-    t0 = time.perf_counter()
-    subprocess.run(["dd", f"if={path}", "of=/dev/null", "bs=16M", "iflag=direct"], check=True,
-                   capture_output=True)
-    return time.perf_counter() - t0
+def diagnostic(script: str, *argv: str) -> dict:
+    r = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True,
+                       check=False)
+    if r.returncode:
+        return {"error": r.stderr.strip()[-400:]}
+    return json.loads(r.stdout.strip().splitlines()[-1])
 
 
-def main():
-    ap = argparse.ArgumentParser()
+def parse_args(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="Cells: fs-layout, fs in tmpfs, ext4, cold; layout in "
+                                        f"{', '.join(LAYOUTS)}.  Peer rows: "
+                                        f"{', '.join(PEER_ROWS)}.")
     ap.add_argument("--tmpfs", default="/dev/shm")
     ap.add_argument("--ext4", default="/var/tmp")
-    ap.add_argument("--gib", type=int, default=4)
-    ap.add_argument("--sharded-gib", type=int, default=16)
+    ap.add_argument("--cells", default=DEFAULT_CELLS)
+    ap.add_argument("--gib", type=float, default=4, help="the single file's size")
+    ap.add_argument("--sharded-gib", type=float, default=8)
     ap.add_argument("--shards", type=int, default=4)
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--slow-reps", type=int, default=1, help="reps of runai and safetensors")
-    ap.add_argument("--cold-gib", type=int, default=4)
-    ap.add_argument("--cold-reps", type=int, default=3)
-    ap.add_argument("--cells", default="tmpfs-single,tmpfs-sharded,ext4-single,ext4-sharded,cold")
-    ap.add_argument("--peers", default="instanttensor,instanttensor_uring_buffered,"
-                    "fastsafetensors,runai,safetensors")
-    ap.add_argument("--sweep", default=json.dumps(
-        [{"staging_bytes": s << 20, "chunk_bytes": c << 20}
-         for s, c in ((256, 8), (128, 4), (64, 4))]),
-        help="JSON list of load_safetensors keywords, each timed on the tmpfs files")
+    ap.add_argument("--moe-gib", type=float, default=4)
+    ap.add_argument("--moe-shards", type=int, default=4)
+    ap.add_argument("--moe-experts", type=int, default=64, help="experts a layer")
+    ap.add_argument("--cold-gib", type=float, default=2, help="each cold checkpoint's size")
+    ap.add_argument("--reps", type=int, default=harness.MIN_REPS)
+    ap.add_argument("--warmup-loads", type=int, default=1,
+                    help="untimed loads after the first, in each process (every row alike)")
+    ap.add_argument("--steady-loads", type=int, default=1,
+                    help="timed loads after the warm-up, in each process")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: allows --reps < 5 and marks the JSON quick")
+    ap.add_argument("--peers", default=",".join(PEER_ROWS))
     ap.add_argument("--variants", default="",
-                    help="svmbatch's io= modes measured beside its default")
+                    help="svmbatch's io= modes measured beside its default (rows of ours)")
+    ap.add_argument("--no-floor", action="store_true", help="no dd row in the cold cells")
+    ap.add_argument("--sweep", default="",
+                    help="JSON list of load_safetensors keywords, each timed on the tmpfs "
+                         "single file (a diagnostic)")
     ap.add_argument("--setup-bytes", type=int, default=64 << 20,
-                    help="the staging ring whose setup is timed alone")
-    ap.add_argument("--commit", default="unknown")
-    ap.add_argument("--out", help="also write the JSON here after every cell")
-    args = ap.parse_args()
-
-    import torch
-    import svmbatch
-    import svmbatch.torch as sbt
-    gpu = torch.cuda.get_device_name(0)
-    mem = [ln for ln in open("/proc/meminfo") if ln.startswith("MemTotal")]
-    versions = {"torch": torch.__version__, "svmbatch": svmbatch.__version__}
-    for mod in ("instanttensor", "fastsafetensors", "runai_model_streamer", "safetensors"):
-        try:
-            from importlib.metadata import version
-            versions[mod] = version(mod.replace("_", "-"))
-        except Exception as e:  # noqa: BLE001 - a peer that is absent is reported
-            versions[mod] = f"absent: {e}"
-    res = {"benchmark": BENCHMARK, "commit": args.commit,
-           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "machine": {"gpu": gpu, "cpus": os.cpu_count(), "kernel": platform.release(),
-                       "memory": mem[0].split(":")[1].strip() if mem else "unknown"},
-           "mode": svmbatch.mode_name(sbt.default_context().mode),
-           "method": METHOD, "versions": versions, "cells": []}
-
-    def emit():
-        if args.out:
-            with open(args.out + ".tmp", "w") as f:
-                json.dump(res, f, indent=2)
-            os.replace(args.out + ".tmp", args.out)
-
-    cells = args.cells.split(",")
-    peers = [(p, None) for p in args.peers.split(",") if p]
-    loaders = [("svmbatch", None)] + [("svmbatch", {"io": v}) for v in
-                                      args.variants.split(",") if v] + peers
-    layouts = {"single": (args.gib, 1), "sharded": (args.sharded_gib, args.shards)}
-    made = {}
-    for layout, (gib, shards) in layouts.items():
-        if not any(c.endswith("-" + layout) for c in cells):
-            continue
-        t0 = time.perf_counter()
-        d = os.path.join(args.tmpfs, f"svmbatch-loaders-{layout}")
-        path, files = write_checkpoint(d, gib, shards)
-        made[("tmpfs", layout)] = (path, files)
-        print(f"wrote {layout}: {len(files)} files, "
-              f"{sum(os.path.getsize(f) for f in files) / 1e9:.2f} GB in "
-              f"{time.perf_counter() - t0:.1f} s", file=sys.stderr, flush=True)
-        dig = os.path.join(args.tmpfs, f"svmbatch-loaders-{layout}.digests.json")
-        ref = child("safetensors", path, files, 0, "make")
-        if "digests" not in ref:
-            raise SystemExit(f"reference digests: {ref}")
-        with open(dig, "w") as f:
-            json.dump(ref["digests"], f)
-        made[("digests", layout)] = dig
-        if f"ext4-{layout}" in cells:
-            e = os.path.join(args.ext4, f"svmbatch-loaders-{layout}")
-            shutil.rmtree(e, ignore_errors=True)
-            shutil.copytree(d, e)
-            os.sync()
-            efiles = [os.path.join(e, os.path.basename(f)) for f in files]
-            read_once(efiles)
-            made[("ext4", layout)] = (os.path.join(e, os.path.basename(path)), efiles)
-
-    # svmbatch's staging parameters, and its first load's setup alone.
-    res["staging_sweep"] = {}
-    for layout in ("single", "sharded") if args.sweep else ():
-        if ("tmpfs", layout) not in made:
-            continue
-        r = subprocess.run([sys.executable, "-c", SWEEP, made[("tmpfs", layout)][0], args.sweep],
-                           capture_output=True, text=True, check=False)
-        res["staging_sweep"][layout] = (json.loads(r.stdout.strip().splitlines()[-1])
-                                        if r.returncode == 0 else
-                                        {"error": r.stderr.strip()[-400:]})
-        print(f"sweep {layout}:", file=sys.stderr)
-        for c in res["staging_sweep"][layout]:
-            print(f"  {c}", file=sys.stderr, flush=True)
-    if ("tmpfs", "single") in made:
-        r = subprocess.run([sys.executable, "-c", SETUP, str(args.setup_bytes)],
-                           capture_output=True, text=True, check=False)
-        res["first_load_setup"] = (json.loads(r.stdout.strip().splitlines()[-1])
-                                   if r.returncode == 0 else {"error": r.stderr.strip()[-400:]})
-        print(f"setup: {res['first_load_setup']}", file=sys.stderr, flush=True)
-        emit()
-
+                    help="the staging ring whose setup is timed alone (0: not timed)")
+    ap.add_argument("--device", default="cuda:0")
+    ap.add_argument("--timeout", type=float, default=600, help="seconds a process may take")
+    ap.add_argument("--out", help="also write the JSON here after every load")
+    args = ap.parse_args(argv)
+    harness.check_reps(args.reps, args.quick)
+    cells = [c for c in args.cells.split(",") if c]
     for c in cells:
-        if c == "cold":
+        fs, _, layout = c.partition("-")
+        if fs not in ("tmpfs", "ext4", "cold") or layout not in LAYOUTS:
+            ap.error(f"no cell {c!r}")
+    for p in args.peers.split(","):
+        if p and p not in PEER_ROWS:
+            ap.error(f"no peer row {p!r}")
+    args.cells = cells
+    return args
+
+
+def main(argv=None) -> int:
+    args = parse_args(argv)
+    here = os.path.dirname(os.path.abspath(__file__))
+    params = {k: v for k, v in vars(args).items() if k not in ("out",)}
+    doc = harness.metadata(BENCHMARK, METHOD, params, quick=args.quick)
+    doc["cells"] = {}
+    runner = harness.FreshProcesses(preload=("torch",), paths=(here,))
+
+    def log(msg):
+        print(msg, file=sys.stderr, flush=True)
+
+    sizes = {"single": (args.gib, 1), "sharded": (args.sharded_gib, args.shards),
+             "moe": (args.moe_gib, args.moe_shards)}
+    digests: dict = {}
+    made: list = []
+
+    def checkpoint(fs, layout):
+        gib, shards = sizes[layout]
+        if fs == "cold":
+            gib = args.cold_gib
+        root = args.tmpfs if fs == "tmpfs" else args.ext4
+        d = os.path.join(root, f"svmbatch-loaders-{fs}-{layout}")
+        shutil.rmtree(d, ignore_errors=True)
+        t0 = time.perf_counter()
+        path, files, tensors = write_checkpoint(d, layout, gib, shards, args.moe_experts)
+        made.append(d)
+        if fs != "tmpfs":
+            os.sync()
+        key = (layout, gib, shards)
+        if key not in digests:  # safetensors' own load, untimed
+            r = runner.run("loaders_bench:child_job", {
+                "loader": "safetensors", "path": path, "files": files, "device": args.device,
+                "make_digest": True}, args.timeout)
+            if "digest" not in r:
+                raise SystemExit(f"the reference load failed: {r.get('error')}")
+            digests[key] = r["digest"]
+        if fs == "ext4":
+            read_once(files)
+        size = sum(os.path.getsize(f) for f in files)
+        log(f"wrote {fs}-{layout}: {len(files)} files, {tensors} tensors, {size / 1e9:.2f} GB "
+            f"in {time.perf_counter() - t0:.1f} s")
+        return path, files, tensors, size, digests[key]
+
+    rows = {"svmbatch": ("svmbatch", {}, {}, "ours")}
+    for v in filter(None, args.variants.split(",")):
+        rows[f"svmbatch-io_{v}"] = ("svmbatch", {"io": v}, {}, "ours")
+    for p in filter(None, args.peers.split(",")):
+        rows[p] = PEER_ROWS[p] + ("peer",)
+
+    # Hot cells first, cold ones last: dropping the page cache would
+    # empty the hot ext4 cells' files.
+    cells = sorted(args.cells, key=lambda c: c.startswith("cold"))
+    for cname in cells:
+        fs, _, layout = cname.partition("-")
+        path, files, tensors, size, want = checkpoint(fs, layout)
+        cold = fs == "cold"
+        if cold and not drop_caches():
+            doc["cells"][cname] = {"absent": "/proc/sys/vm/drop_caches is not writable"}
+            log(f"{cname}: no cold figures (drop_caches refused)")
             continue
-        fs, layout = c.split("-")
-        path, files = made[(fs, layout)]
-        res["cells"].append(run_cell(c, path, files, loaders, args.reps, args.slow_reps,
-                                     made[("digests", layout)]))
-        emit()
+        cell = {"fs": fs, "layout": layout, "path": path, "files": len(files), "tensors": tensors,
+                "bytes": size, "reps": args.reps, "ours": "svmbatch",
+                "loads": {"warmup": 0 if cold else args.warmup_loads,
+                          "steady": 0 if cold else args.steady_loads},
+                "digest": want, "rows": {}}
+        jobs = {}
+        for name, (loader, kw, env, role) in rows.items():
+            cell["rows"][name] = harness.new_row(role, loader=loader, kw=kw, env=env)
+            jobs[name] = {"loader": loader, "kw": kw, "env": env, "path": path, "files": files,
+                          "device": args.device, "digest": want,
+                          "warmup": cell["loads"]["warmup"], "steady": cell["loads"]["steady"]}
+        if cold and not args.no_floor:
+            cell["rows"]["dd"] = harness.new_row("floor", loader="dd iflag=direct", kw={}, env={})
+            jobs["dd"] = None
+        doc["cells"][cname] = cell
 
-    if "cold" in cells:
-        d = os.path.join(args.ext4, "svmbatch-loaders-cold")
-        shutil.rmtree(d, ignore_errors=True)
-        path, files = write_checkpoint(d, args.cold_gib, 1)
-        size = os.path.getsize(path)
-        cold = {"cell": "cold", "path": path, "bytes": size, "loaders": {}}
-        if not drop_caches():
-            cold["absent"] = "/proc/sys/vm/drop_caches is not writable: no cold figures"
-        else:
-            runs = [("svmbatch", {"io": "auto"}), ("svmbatch", {"io": "direct"}),
-                    ("svmbatch", {"io": "buffered"})] + [
-                (p, None) for p, _ in peers if p in ("instanttensor", "fastsafetensors")]
-            for loader, extra in runs:
-                key = loader + (":io=" + extra["io"] if extra else "")
-                times, errs = [], []
-                for _ in range(args.cold_reps):
-                    drop_caches()
-                    r = child(loader, path, files, 0, "", extra)
-                    if "first_s" in r:
-                        times.append(r["first_s"])
-                    else:
-                        errs.append(r["error"])
-                cold["loaders"][key] = {"all_s": times, "errors": errs,
-                                        "GBps": size / 1e9 / statistics.median(times)
-                                        if times else None}
-                print(f"cold {key}: {cold['loaders'][key]}", file=sys.stderr, flush=True)
-            dd = []
-            for _ in range(args.cold_reps):
-                drop_caches()
-                dd.append(dd_direct(path))
-            cold["dd_direct_GBps"] = size / 1e9 / statistics.median(dd)
-            cold["dd_direct_all_s"] = dd
-            best = cold["loaders"].get("svmbatch:io=auto", {}).get("GBps")
-            cold["svmbatch_auto_over_dd_direct"] = best / cold["dd_direct_GBps"] if best else None
-            print(f"cold dd iflag=direct: {cold['dd_direct_GBps']:.2f} GB/s", file=sys.stderr)
-        res["cold"] = cold
-        shutil.rmtree(d, ignore_errors=True)
-        emit()
+        def run_one(name, rep, jobs=jobs):
+            if jobs[name] is None:
+                return dd_direct(files)
+            return runner.run("loaders_bench:child_job", jobs[name], args.timeout)
 
-    res["summary"] = {c["cell"]: c["summary"] for c in res["cells"]}
-    if "cold" in res and "dd_direct_GBps" in res["cold"]:
-        res["summary"]["cold"] = {
-            "svmbatch_auto_GBps": res["cold"]["loaders"].get("svmbatch:io=auto", {}).get("GBps"),
-            "dd_direct_GBps": res["cold"]["dd_direct_GBps"],
-            "ratio": res["cold"]["svmbatch_auto_over_dd_direct"]}
-    emit()
-    json.dump(res, sys.stdout, indent=2)
+        def progress(name, rep, r, cname=cname):
+            what = r["error"] if r.get("error") else (
+                f"first {r['first_s']:.3f} s, steady {r.get('steady_s')}, exact {r.get('exact')}")
+            log(f"{cname} rep {rep} {name}: {what}")
+            harness.write_json(doc, args.out)
+
+        harness.run_reps(cell, jobs, run_one, progress,
+                         before_each=(lambda _: drop_caches()) if cold else None)
+        s = harness.finish_cell(cell)
+        log(f"{cname}: {json.dumps(s)}")
+        harness.write_json(doc, args.out)
+
+    # Diagnostics of svmbatch alone: its staging parameters, its first
+    # load's setup.
+    tmpfs_single = [d for d in made if d.endswith("tmpfs-single")]
+    if args.sweep and tmpfs_single:
+        doc["staging_sweep"] = diagnostic(SWEEP, os.path.join(tmpfs_single[0],
+                                                              "model.safetensors"),
+                                          args.sweep, str(args.reps))
+    if args.setup_bytes and args.device.startswith("cuda"):
+        doc["first_load_setup"] = diagnostic(SETUP, str(args.setup_bytes), str(args.reps))
+        log(f"setup: {doc['first_load_setup']}")
+    doc["summary"] = {n: c["summary"] for n, c in doc["cells"].items() if "summary" in c}
+    bad = harness.ours_failures(doc)
+    doc["ours_failures"] = bad
+    harness.write_json(doc, args.out)
+    json.dump(doc, sys.stdout, indent=1)
     print()
-    for (fs, layout), v in made.items():
-        if fs == "digests":
-            os.unlink(v)
-        elif fs in ("tmpfs", "ext4"):
-            shutil.rmtree(os.path.dirname(v[1][0]), ignore_errors=True)
-    bad = [f"{c['cell']}/{k}" for c in res["cells"] for k, v in c["loaders"].items()
-           if v.get("exact") is False]
+    for d in made:
+        shutil.rmtree(d, ignore_errors=True)
     if bad:
-        print(f"loads that differed: {bad}", file=sys.stderr)
+        log(f"svmbatch failed or differed: {bad}")
     return 1 if bad else 0
 
 
