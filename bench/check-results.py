@@ -31,6 +31,7 @@ summary line; exits 1 if there is any problem.
 
 from __future__ import annotations
 
+import bisect
 import json
 import math
 import os
@@ -82,6 +83,8 @@ class Report:
     figures: list[Figure] = field(default_factory=list)
     # benchmark -> member paths that were recomputed from the rows
     recomputed: dict[str, set[str]] = field(default_factory=dict)
+    # (file, member path) of each stored figure compared with its rows
+    compared: list[tuple[str, str]] = field(default_factory=list)
 
     def add(self, msg: str) -> None:
         self.problems.append(msg)
@@ -321,8 +324,14 @@ def md_regions(text: str) -> tuple[list[bool], list[bool]]:
     return code, table
 
 
+_line_starts: tuple[str, list[int]] = ("", [])
+
+
 def line_of(text: str, offset: int) -> int:
-    return text.count("\n", 0, offset) + 1
+    global _line_starts
+    if _line_starts[0] is not text:
+        _line_starts = (text, [m.end() for m in re.finditer("\n", text)])
+    return bisect.bisect_right(_line_starts[1], offset) + 1
 
 
 def scan_doc(rel: str, text: str, report: Report) -> None:
@@ -402,22 +411,30 @@ def doc_paths(root: str) -> list[str]:
         if f.endswith(".rst") and f != "testing.rst")
 
 
+def check_doc(rel: str, text: str, results: dict[str, Any], report: Report) -> None:
+    """One document's figures, and the result files it names."""
+    first = len(report.figures)
+    scan_doc(rel, text, report)
+    for fig in report.figures[first:]:
+        check_figure(fig, results, report)
+    starts = [f.start for f in report.figures[first:]]
+    ends = [f.end for f in report.figures[first:]]
+    for m in RESULT_NAME.finditer(text):
+        i = bisect.bisect_right(starts, m.start()) - 1
+        if i >= 0 and m.start() < ends[i]:
+            continue  # in a role: check_figure said so
+        for name in m.group().split("+"):
+            if name not in results and RESULT_NAME.fullmatch(name):
+                report.add(f"{rel}:{line_of(text, m.start())}: names "
+                           f"bench/results/{name}, which does not exist")
+
+
 def check_docs(root: str, results: dict[str, Any], report: Report) -> None:
     for rel in doc_paths(root):
         path = os.path.join(root, rel)
-        if not os.path.exists(path):
-            continue
-        with open(path, encoding="utf-8") as f:
-            text = f.read()
-        first = len(report.figures)
-        scan_doc(rel, text, report)
-        for fig in report.figures[first:]:
-            check_figure(fig, results, report)
-        for m in RESULT_NAME.finditer(text):
-            for name in m.group().split("+"):
-                if name not in results and RESULT_NAME.fullmatch(name):
-                    report.add(f"{rel}:{line_of(text, m.start())}: names "
-                               f"bench/results/{name}, which does not exist")
+        if os.path.exists(path):
+            with open(path, encoding="utf-8") as f:
+                check_doc(rel, f.read(), results, report)
 
 
 # --------------------------------------------------------------------------
@@ -455,6 +472,7 @@ class Recompute:
     def same(self, path: str, got: Any, want: Any, rel: float = 1e-3) -> None:
         key = re.sub(r"\[[^\]]*\]", "[]", path)
         self.report.recomputed.setdefault(self.bench, set()).add(key)
+        self.report.compared.append((self.name, path))
         if want is None and got is None:
             return
         if isinstance(want, str) or isinstance(got, str) or got is None or want is None:

@@ -112,9 +112,13 @@ tap_step uapi-header make --no-print-directory uapi-check
 tap_step checkpatch make --no-print-directory checkpatch
 tap_step format-check make --no-print-directory format-check
 tap_step kernel-doc make --no-print-directory kernel-doc
-# Committed benchmark results name their commit, machine, mode and method,
-# and every figure README and the docs quote is in the file they cite.
+# Committed benchmark results are what their benchmark wrote, their
+# summaries are what their rows give, and every figure README and the
+# docs quote is the result member it names; the planted-drift test proves
+# the check sees a moved figure, a bare one, a moved summary and an
+# edited result.
 tap_step bench-results /usr/bin/python3 bench/check-results.py
+tap_step bench-results-planted /usr/bin/python3 bench/check_results_test.py
 # The debug kernel is built once per machine (cached); the first build
 # takes tens of minutes.
 if [[ " $KERNELS " == *" debug "* ]]; then
