@@ -43,7 +43,7 @@ done
 /usr/bin/python3 -m pip download --quiet --disable-pip-version-check --no-deps \
 	--python-version 3.12 --only-binary=:all: --platform manylinux_2_28_x86_64 \
 	--platform manylinux2014_x86_64 --dest "$out"/peers \
-	'instanttensor==0.2.2' 'fastsafetensors==0.5.0' 'runai-model-streamer==0.16.1' \
+	'instanttensor==0.2.2' 'fastsafetensors==0.5.0' 'runai-model-streamer==0.17.1' \
 	'typer==0.29.2' 'click==8.3.1' 'rich==15.0.0' 'markdown-it-py==4.3.0' 'mdurl==0.1.2' \
 	'pygments==2.21.0' 'shellingham==1.5.4' 'annotated-doc==0.0.7' 'humanize==4.17.0'
 du -sh "$out"

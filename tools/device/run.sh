@@ -14,6 +14,7 @@
 #   pipeline-bench.json  pipeline-bench.log  gpu-io-loop.log  gpu-io-tests.log
 #   gpu-io-bench.json  gpu-io-bench.log
 #   python-build.log  python-tests.log  torch-cpp-tests.log  torch-bench.json  torch-bench.log
+#   loaders-bench-TAG.json  loaders-bench-TAG.log  pool-bench.json  distributed-bench.json
 # Ends with "N passed, N failed" over: build, ABI check, tests, example,
 # benchmark, pipeline benchmark, the Python package's build, its tests
 # with the venv's torch and CUDA, the torch benchmark, the loaders'
@@ -25,15 +26,18 @@
 # written to gpu-io-bench-<N>.json), torch (the Python package, its tests,
 # the C++ torch tests, the benchmark), torchbench (the Python package and
 # the benchmark alone), loaders (the Python package, the peer loaders and
-# bench/loaders_bench.py; SVMBATCH_LOADERS_ARGS passes it arguments), pool
+# bench/loaders_bench.py; SVMBATCH_LOADERS_ARGS passes it arguments,
+# SVMBATCH_LOADERS_CELLS its cells, e.g. the cold ones alone in a call of
+# their own, SVMBATCH_LOADERS_TAG the name of its loaders-bench-TAG.json), pool
 # (bench/pool_bench.py: pinned pools and pin() against the floor;
 # SVMBATCH_POOL_ARGS), distributed (the 2-GPU machine: the NCCL tests of
 # test_distributed.py, then bench/distributed_bench.py under torchrun on
 # every GPU; SVMBATCH_DISTRIBUTED_ARGS); the CMake build runs for the
 # groups that need it.
 # Each benchmark writes its JSON itself, with the commit measured
-# (build/device-deps/COMMIT, from prepare-deps.sh), the machine, the mode
-# and its method inside.  The builds under /tmp/svmbatch-device are kept,
+# (build/device-deps/COMMIT, from prepare-deps.sh: the C++ ones through
+# --commit, the Python ones read it themselves, bench/harness.py), the
+# machine, the mode and its method inside.  The builds under /tmp/svmbatch-device are kept,
 # so that a second call on a machine still warm rebuilds only what
 # changed.
 set -uo pipefail
@@ -45,6 +49,8 @@ work=/tmp/svmbatch-device
 # A build of another checkout's path is not reused (CMake refuses it).
 [[ $(cat "$work/source" 2>/dev/null) == "$PWD" ]] || rm -rf "${work:?}"
 rm -rf "${work:?}/bin" && mkdir -p "$work/bin" && echo "$PWD" >"$work/source"
+# shellcheck source=tools/tap-runner.sh
+source tools/tap-runner.sh
 passed=0 failed=0
 exec 3>&1	# step's verdicts, whatever the step's own output is redirected to
 step() {	# step NAME CMD...: run, log, count
@@ -130,22 +136,31 @@ gtest_all_ran() {
 	rm -f "$log"
 	return "$rc"
 }
-# pytest with the venv's CUDA: no test may skip for want of CUDA, and some
-# must pass (pytest_cuda_ran LOG CMD...).
-pytest_cuda_ran() {
-	local log=$1 rc
+# pytest as make check runs it (tools/check.sh): a separate collection
+# counts the tests, the suite prints TAP (conftest.py) whose plan must
+# equal that count, judged by tools/tap-runner.sh's tap_program; and on
+# this machine a skip fails unless its reason is a GPU feature the machine
+# lacks (SVMBATCH_GPU_ABSENT_SKIPS, a regex; a second GPU where there is
+# one, ROCm, Level Zero), or the "CUDA present" halves of tests that need
+# CUDA absent (pytest_planned NAME CMD...: CMD runs pytest).
+gpu_absent_skips=${SVMBATCH_GPU_ABSENT_SKIPS:-'NCCL on two CUDA devices|built without the Level Zero backend|torch has a CUDA device here: only a missing one is tested|CUDA is present'}
+pytest_planned() {
+	local name=$1 plan bad
 	shift
-	"$@" >"$log" 2>&1
-	rc=$?
-	if ((rc == 0)) && grep -E '^SKIPPED' "$log" | grep -qiE 'no CUDA|without the CUDA'; then
-		echo "device run: a Python test skipped for want of CUDA on a GPU machine" >>"$log"
-		rc=1
+	if ! "$@" --collect-only -q >"$OUT/$name-collect.log" 2>&1; then
+		echo "device run: $name: the collection failed"
+		tail -20 "$OUT/$name-collect.log"
+		return 1
 	fi
-	if ((rc == 0)) && ! grep -qE '[1-9][0-9]* passed' "$log"; then
-		echo "device run: no Python test passed" >>"$log"
-		rc=1
+	plan=$(grep -cE '^libsvmbatch/python/tests/[^ :]+\.py::' "$OUT/$name-collect.log")
+	# A subshell: tap_program counts into its own totals, not this script's.
+	(TAP_LOGDIR=$OUT TAP_EXPECT_PLAN=$plan tap_program "$name" "$@" -p no:terminal) || return 1
+	bad=$(grep -E '^ok [0-9]+ .*# SKIP' "$OUT/$name.log" | grep -vE "# SKIP .*($gpu_absent_skips)")
+	if [[ -n $bad ]]; then
+		echo "device run: $name: skips that are no missing GPU feature of this machine:"
+		echo "$bad"
+		return 1
 	fi
-	return "$rc"
 }
 steps=${SVMBATCH_DEVICE_STEPS:-all}
 want() { [[ $steps == all || ,$steps, == *,$1,* ]]; }
@@ -234,9 +249,9 @@ if want torch || want torchbench || want loaders || want pool || want distribute
 	tail -5 "$OUT/python-install.log"
 fi
 if want torch; then
-	step python-tests pytest_cuda_ran "$OUT/python-tests.log" env PYTHONPATH="$pypath" \
-		"$python" -m pytest -p no:cacheprovider -rs libsvmbatch/python/tests
-	tail -30 "$OUT/python-tests.log"
+	step python-tests pytest_planned python-tests env PYTHONPATH="$pypath" \
+		"$python" -m pytest -p no:cacheprovider libsvmbatch/python/tests
+	grep -E '^not ok|# SKIP' "$OUT/python-tests.log" | head -40
 	torch_cpp() {
 		cmake -S libsvmbatch -B "$work/torch-build" "${generator[@]}" \
 			-DCMAKE_BUILD_TYPE=RelWithDebInfo -DSVMBATCH_CLI=OFF -DSVMBATCH_EXAMPLES=OFF \
@@ -251,28 +266,34 @@ fi
 # load (the benchmark records none where it cannot drop it).
 if want torch || want torchbench; then
 	step torch-bench env PYTHONPATH="$pypath" "$python" bench/torch_bench.py \
-		--dir /dev/shm --gib 4,16 --cold-dir /var/tmp --reps 5 --cold-reps 3 \
-		--commit "$commit" >"$OUT/torch-bench.json" 2>"$OUT/torch-bench.log"
+		--dir /dev/shm --gib 4,16 --cold-dir /var/tmp --reps 5 --cold-reps 5 \
+		>"$OUT/torch-bench.json" 2>"$OUT/torch-bench.log"
 	cat "$OUT/torch-bench.log"
 fi
-# Every safetensors loader a serving engine offers, on the same files, in
-# one run (the peers' wheels carried in build/device-deps/peers).
+# Every safetensors loader a serving engine offers, each documented mode a
+# row, on the same files (the peers' wheels carried in
+# build/device-deps/peers).  SVMBATCH_LOADERS_CELLS picks the cells (all
+# by default), so that the hot cells and the cold ones can run in
+# separate calls; SVMBATCH_LOADERS_TAG names the output
+# (loaders-bench-TAG.json and .log, default "all").
 if want loaders; then
 	step peers-install "$python" -m pip install --disable-pip-version-check --no-index \
 		--find-links "$deps/peers" instanttensor fastsafetensors runai-model-streamer \
 		>"$OUT/peers-install.log" 2>&1
 	tail -3 "$OUT/peers-install.log"
 	read -ra loaders_args <<<"${SVMBATCH_LOADERS_ARGS:-}"
+	loaders_tag=${SVMBATCH_LOADERS_TAG:-all}
+	[[ -n ${SVMBATCH_LOADERS_CELLS:-} ]] && loaders_args=(--cells "$SVMBATCH_LOADERS_CELLS" "${loaders_args[@]}")
 	step loaders-bench env PYTHONPATH="$pypath" "$python" bench/loaders_bench.py \
-		--commit "$commit" --out "$OUT/loaders-bench.json" "${loaders_args[@]}" \
-		>/dev/null 2>"$OUT/loaders-bench.log"
-	cat "$OUT/loaders-bench.log"
+		--out "$OUT/loaders-bench-$loaders_tag.json" "${loaders_args[@]}" \
+		>/dev/null 2>"$OUT/loaders-bench-$loaders_tag.log"
+	cat "$OUT/loaders-bench-$loaders_tag.log"
 fi
 # Pinned pools, each way in a fresh process, on the first GPU.
 if want pool; then
 	read -ra pool_args <<<"${SVMBATCH_POOL_ARGS:-}"
 	step pool-bench env PYTHONPATH="$pypath" CUDA_VISIBLE_DEVICES=0 "$python" bench/pool_bench.py \
-		--commit "$commit" --out "$OUT/pool-bench.json" "${pool_args[@]}" \
+		--out "$OUT/pool-bench.json" "${pool_args[@]}" \
 		>/dev/null 2>"$OUT/pool-bench.log"
 	cat "$OUT/pool-bench.log"
 fi
@@ -287,14 +308,14 @@ if want distributed; then
 	fi
 	nvidia-smi topo -m >"$OUT/topology.txt" 2>&1
 	cat "$OUT/topology.txt"
-	step distributed-tests pytest_cuda_ran "$OUT/distributed-tests.log" env PYTHONPATH="$pypath" \
-		"$python" -m pytest -p no:cacheprovider -rs -k nccl \
+	step distributed-tests pytest_planned distributed-tests env PYTHONPATH="$pypath" \
+		"$python" -m pytest -p no:cacheprovider -k nccl \
 		libsvmbatch/python/tests/test_distributed.py
-	tail -15 "$OUT/distributed-tests.log"
+	grep -E '^not ok|# SKIP' "$OUT/distributed-tests.log" | head -20
 	read -ra dist_args <<<"${SVMBATCH_DISTRIBUTED_ARGS:-}"
 	step distributed-bench env PYTHONPATH="$pypath" "$python" -m torch.distributed.run \
 		--nproc-per-node "$(nvidia-smi -L | wc -l)" bench/distributed_bench.py \
-		--commit "$commit" --out "$OUT/distributed-bench.json" "${dist_args[@]}" \
+		--out "$OUT/distributed-bench.json" "${dist_args[@]}" \
 		>"$OUT/distributed-bench.log" 2>&1
 	tail -40 "$OUT/distributed-bench.log"
 fi
