@@ -9,12 +9,17 @@ A Llama-shaped checkpoint of --gib GiB in --shards shards (loaders_bench's
 writer) on the disk of --dir, hot in the page cache (read once before the
 first load), loaded --reps times by each loader, replicated (every rank
 every tensor) and sliced --world ways (the attention and MLP matrices by
-rows or columns as tensor parallelism splits them, the rest whole):
+rows or columns as tensor parallelism splits them, the rest whole).  The
+loaders (bench/harness.py's rules, in one process a rank since the ranks
+share a process group): every loader --warmup-loads untimed loads first
+(the same for all, in rotated order), then --reps interleaved repetitions
+(the repetition loop outside, the loaders inside, rotated each
+repetition), medians:
 
 - share (a diagnostic, left out of the summary): each rank
   load_safetensors of its share of the tensors alone, nothing moved;
 - h2d_GBps: pinned host-to-device copy rates, GPU 0 alone and all GPUs
-  at once;
+  at once, medians of --reps copies;
 - svmbatch: load_safetensors_distributed(group=WORLD[, shard_fn]), its
   agreed points on the world's gloo twin; svmbatch_nccl_agree: on the
   NCCL group itself (cpu_group=WORLD), each waiting for the GPU;
@@ -31,12 +36,17 @@ rows or columns as tensor parallelism splits them, the rest whole):
   default (O_DIRECT) and with FASTSAFETENSORS_ODIRECT=0 (buffered).
 
 A load's time is the slowest rank's, from a barrier to every tensor on its
-GPU (torch.cuda.synchronize(), then a barrier).  Every load is checked on
-the GPU against a digest of the single loader's tensors.  Rank 0 prints one
-JSON document: the GPUs and their topology (nvidia-smi topo -m), each
-loader's times and a summary (the median load, and svmbatch's speed-up
-over single and over the best peer variant).  A loader that fails is
-recorded with its error, not fatal.
+GPU (torch.cuda.synchronize(), then a barrier).  Every load, warm-up
+loads included, is checked on the GPU against a digest of
+safetensors.torch.load_file(device=its GPU) of the same files (sliced as
+the case slices), an untimed load that warms no loader's state.  Rank 0
+prints one JSON document (bench/harness.py's metadata: the commit of the
+tree, the machine, the mode, the method): the GPUs and their topology
+(nvidia-smi topo -m), each loader's times and a summary (the median load,
+and svmbatch's speed-up over single and over the best peer row, naming
+the rows it divides; rows that failed or differed are listed as
+excluded).  A loader that fails is recorded with its error, not fatal;
+exit 1 if a load of svmbatch failed or differed.
 """
 
 import argparse
@@ -52,6 +62,7 @@ import torch
 import torch.distributed as dist
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 from loaders_bench import write_checkpoint  # noqa: E402
 
 # Tensor parallelism's split of a Llama layer: column-parallel matrices
@@ -137,16 +148,16 @@ def load_share(files, sliced, rank, world, device):
     return sbt.load_safetensors(files, device=device, names=sorted(mine))
 
 
-def h2d_rates(rank, world, device, gib=4, reps=3):
+def h2d_rates(rank, world, device, gib=4, reps=5):
     """Host-to-device copy rates from pinned memory, GB/s: GPU 0 alone, and
     every GPU at once (their sum): whether the GPUs share the host's
-    links."""
+    links.  Medians of reps copies, interleaved, after one untimed copy
+    each."""
     src = torch.empty(gib << 30, dtype=torch.uint8, pin_memory=True)
     dst = torch.empty(gib << 30, dtype=torch.uint8, device=device)
-    out = {}
-    for who in ("gpu0_alone", "all_gpus"):
-        best = 0.0
-        for _ in range(reps):
+    rates = {"gpu0_alone": [], "all_gpus": []}
+    for rep in range(-1, reps):
+        for who in harness.rotation(list(rates), max(rep, 0)):
             dist.barrier()
             t0 = time.perf_counter()
             if who == "all_gpus" or rank == 0:
@@ -155,8 +166,10 @@ def h2d_rates(rank, world, device, gib=4, reps=3):
             dt = torch.tensor([time.perf_counter() - t0], device=device)
             dist.all_reduce(dt, op=dist.ReduceOp.MAX)
             moved = (gib << 30) * (world if who == "all_gpus" else 1)
-            best = max(best, moved / float(dt) / 1e9)
-        out[who] = round(best, 2)
+            if rep >= 0:
+                rates[who].append(moved / float(dt) / 1e9)
+    out = {who: round(harness.median(r), 2) for who, r in rates.items()}
+    out["all_GBps"] = rates
     del src, dst
     torch.cuda.empty_cache()
     return out
@@ -172,6 +185,18 @@ def load_single(files, sliced, rank, world, device):
         t = whole.pop(name)
         s = shard_fn(name, tuple(t.shape), rank, world)
         out[name] = t if s is None else t.narrow(*s).contiguous()
+    return out
+
+
+def load_reference(files, sliced, rank, world, device):
+    """safetensors' own load, sliced as the case slices: the digest's
+    source, a loader of none of the rows."""
+    from safetensors.torch import load_file
+    out = {}
+    for f in files:
+        for name, t in load_file(f, device=str(device)).items():
+            s = shard_fn(name, tuple(t.shape), rank, world) if sliced else None
+            out[name] = t if s is None else t.narrow(*s).contiguous()
     return out
 
 
@@ -290,12 +315,92 @@ def profile(files, rank, world, device):
                   flush=True)
 
 
+METHOD = ("one rank per GPU (torchrun, NCCL); a load's time is the slowest rank's, from a "
+          "barrier to every tensor on its GPU (torch.cuda.synchronize(), then a barrier); "
+          "every loader warmup_loads untimed loads first (rotated order), then reps "
+          "interleaved repetitions (loaders rotated each repetition), medians; every load "
+          "checked on each rank against a digest of safetensors' load_file of the same files "
+          "(sliced as the case slices), untimed, before any loader; hot: every shard read once "
+          "before the first load; vs_single = single's median / svmbatch's, vs_best_peer = "
+          "the best exact peer row's median / svmbatch's")
+
+
+def run_case(names, files, sliced, rank, world, device, weights, args):
+    """Every loader of names on one case: warm-up loads, then interleaved
+    repetitions; each load checked against safetensors' digest."""
+    ref = load_reference(files, sliced, rank, world, device)
+    ref = {k: digest(v, weights) for k, v in ref.items()}
+    torch.cuda.empty_cache()
+    cells = {name: {"times_s": [], "warmup_s": [], "exact_each": []} for name in names}
+
+    def one(name, bucket):
+        cell = cells[name]
+        if "error" in cell:
+            return
+        try:
+            dt, out = timed(LOADERS[name], files, sliced, rank, world, device)
+            want = ref if name not in DIAGNOSTICS else {k: ref[k] for k in out if k in ref}
+            exact = sorted(out) == sorted(want) and \
+                all(digest(out[k], weights) == want[k] for k in want)
+            del out
+            torch.cuda.empty_cache()
+            cell[bucket].append(dt)
+            cell["exact_each"].append(agreed(exact, device))
+        except Exception as e:  # recorded: a peer's API may differ
+            cell["error"] = f"{type(e).__name__}: {e}"[:400]
+
+    order = []
+    for w in range(args.warmup_loads):
+        for name in harness.rotation(names, w):
+            one(name, "warmup_s")
+    for rep in range(args.reps):
+        order.append(harness.rotation(names, rep))
+        for name in order[-1]:
+            one(name, "times_s")
+    for cell in cells.values():
+        checks = cell["exact_each"]
+        cell["exact"] = all(checks) if checks else None
+        if cell["times_s"]:
+            cell["median_s"] = statistics.median(cell["times_s"])
+    return cells, order
+
+
+def summarize(cells):
+    """svmbatch against single and the best peer row: a function of the
+    rows alone; rows that failed, differed or lack reps are excluded,
+    named."""
+    excluded = {}
+    for k, c in cells.items():
+        if "error" in c:
+            excluded[k] = f"failed: {c['error']}"
+        elif c.get("exact") is not True:
+            excluded[k] = "inexact: a load differed from safetensors' digest"
+    med = {k: c["median_s"] for k, c in cells.items() if "median_s" in c and k not in excluded}
+    peers = {k: med[k] for k in PEERS if k in med}
+    best = min(peers, key=peers.get) if peers else None
+    mine = med.get("svmbatch")
+    return {
+        "svmbatch_s": mine, "svmbatch_status": excluded.get("svmbatch", "ok"),
+        "single_s": med.get("single"),
+        "vs_single": med["single"] / mine if mine and "single" in med else None,
+        "vs_single_rows": {"num": "svmbatch", "den": "single"},
+        "best_peer": best, "best_peer_s": peers.get(best),
+        "vs_best_peer": peers[best] / mine if best and mine else None,
+        "vs_best_peer_rows": {"num": "svmbatch", "den": best},
+        "candidates": sorted(peers), "excluded": excluded,
+        "target": ">= 1.6x single, >= 1.15x the best peer"}
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--dir", default="/var/tmp/svmbatch-dist-ckpt")
     ap.add_argument("--gib", type=int, default=16)
     ap.add_argument("--shards", type=int, default=4)
-    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=harness.MIN_REPS)
+    ap.add_argument("--warmup-loads", type=int, default=1,
+                    help="untimed loads of every loader before the timed ones")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: allows --reps < 5 and marks the JSON quick")
     ap.add_argument("--loaders", default=",".join(LOADERS))
     ap.add_argument("--round-mib", default="",
                     help="also svmbatch with rounds of these MiB (comma-separated): "
@@ -309,9 +414,9 @@ def main():
     ap.add_argument("--profile", action="store_true",
                     help="then one replicated svmbatch load under cProfile on every rank, "
                          "its top functions printed to stderr (not timed)")
-    ap.add_argument("--commit", default="unknown", help="the commit measured")
     ap.add_argument("--out", default=None, help="also write the JSON here (rank 0)")
     args = ap.parse_args()
+    harness.check_reps(args.reps, args.quick)
     names = args.loaders.split(",")
     for mib in filter(None, args.round_mib.split(",")):
         LOADERS[f"svmbatch_round{int(mib)}M"] = svmbatch_rounds(int(mib))
@@ -329,7 +434,7 @@ def main():
     dist.init_process_group("nccl", timeout=datetime.timedelta(minutes=10))
     world = dist.get_world_size()
     if rank == 0:
-        _, files = write_checkpoint(args.dir, args.gib, args.shards)
+        _, files, _ = write_checkpoint(args.dir, "single", args.gib, args.shards)
         for f in files:  # hot: the page cache holds every shard
             with open(f, "rb") as fh:
                 while fh.read(64 << 20):
@@ -338,67 +443,37 @@ def main():
     files = sorted(os.path.join(args.dir, n) for n in os.listdir(args.dir)
                    if n.endswith(".safetensors"))
     weights = torch.arange(1 << 26, device=device, dtype=torch.int32) % 251 + 1
-    results = {}
+    results, orders, summary = {}, {}, {}
     for sliced in (False, True):
         case = f"sliced{world}" if sliced else "replicated"
-        _, ref = timed(load_single, files, sliced, rank, world, device)
-        ref = {k: digest(v, weights) for k, v in ref.items()}
-        torch.cuda.empty_cache()
-        for name in names:
-            cell = {"times_s": []}
-            try:
-                for _ in range(args.reps):
-                    dt, out = timed(LOADERS[name], files, sliced, rank, world, device)
-                    want = ref if name not in DIAGNOSTICS else {k: ref[k] for k in out}
-                    exact = sorted(out) == sorted(want) and \
-                        all(digest(out[k], weights) == want[k] for k in want)
-                    del out
-                    torch.cuda.empty_cache()
-                    cell["times_s"].append(dt)
-                    cell["exact"] = agreed(exact, device) and cell.get("exact", True)
-            except Exception as e:  # recorded: a peer's API may differ
-                cell["error"] = f"{type(e).__name__}: {e}"[:400]
-            if cell["times_s"]:
-                cell["median_s"] = statistics.median(cell["times_s"])
-            results.setdefault(case, {})[name] = cell
+        results[case], orders[case] = run_case(names, files, sliced, rank, world, device,
+                                               weights, args)
+        summary[case] = summarize(results[case])
     if args.profile:
         profile(files, rank, world, device)
-    h2d = h2d_rates(rank, world, device)
-    summary = {}
-    for case, cells in results.items():
-        med = {k: c["median_s"] for k, c in cells.items() if "median_s" in c and c.get("exact")}
-        peers = {k: med[k] for k in PEERS if k in med}
-        if "svmbatch" in med:
-            best = min(peers, key=peers.get) if peers else None
-            summary[case] = {
-                "svmbatch_s": med["svmbatch"],
-                "single_s": med.get("single"),
-                "vs_single": med["single"] / med["svmbatch"] if "single" in med else None,
-                "best_peer": best, "best_peer_s": peers.get(best),
-                "vs_best_peer": peers[best] / med["svmbatch"] if best else None,
-                "target": ">= 1.6x single, >= 1.15x the best peer"}
+    h2d = h2d_rates(rank, world, device, reps=args.reps)
+    bad = [f"{case}/{k}: {c.get('error', 'inexact')}" for case, cells in results.items()
+           for k, c in cells.items()
+           if k.startswith("svmbatch") and ("error" in c or c.get("exact") is not True)]
     if rank == 0:
         gib = sum(os.path.getsize(f) for f in files) / (1 << 30)
-        import svmbatch
-        import svmbatch.torch as sbt
-        doc = json.dumps({
-            "benchmark": "distributed", "commit": args.commit,
-            "date": datetime.date.today().isoformat(),
-            "machine": {"cpus": os.cpu_count(), "kernel": os.uname().release},
-            "mode": svmbatch.mode_name(sbt.default_context().mode),
+        params = {k: v for k, v in vars(args).items() if k != "out"}
+        doc = harness.metadata("distributed", METHOD, params, quick=args.quick)
+        doc.update({
             "world": world, "gpus": [torch.cuda.get_device_name(i) for i in range(world)],
-            "topology": topology(), "torch": torch.__version__, "files": len(files),
-            "gib": round(gib, 3), "page_cache": "hot", "reps": args.reps,
-            "h2d_GBps": h2d,
-            "method": "slowest rank, barrier to every tensor on its GPU; checked against the "
-                      "single loader's digests", "results": results, "summary": summary},
-                         indent=1)
-        print(doc)
+            "topology": topology(), "files": len(files), "gib": round(gib, 3),
+            "page_cache": "hot", "reps": args.reps, "warmup_loads": args.warmup_loads,
+            "h2d_GBps": h2d, "results": results, "order": orders, "summary": summary,
+            "ours_failures": bad})
+        text = json.dumps(doc, indent=1)
+        print(text)
         if args.out:
-            with open(args.out, "w") as f:
-                f.write(doc + "\n")
+            harness.write_json(doc, args.out)
+        if bad:
+            print(f"svmbatch failed or differed: {bad}", file=sys.stderr)
     dist.destroy_process_group()
+    return 1 if bad else 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

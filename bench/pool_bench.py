@@ -18,7 +18,14 @@ against the floor, one cudaHostRegister of the same bytes as one range
 cudaHostRegister loop; with pin()'s parts: the registration alone
 (cuda=False) and the Python side (the walk of the storages).
 
-JSON on stdout, with the commit, machine, mode, method and a "summary".
+Every figure is a median of at least 5 (bench/harness.py's rules):
+pools of each way in fresh processes, the repetitions interleaved (the
+repetition loop outside, the ways inside, rotated each repetition); pin()
+and its floors, and the threaded registrations, interleaved likewise in
+one process.
+
+JSON on stdout (bench/harness.py's metadata: the commit of the tree, the
+machine, the mode, the method) and a "summary".
 """
 
 import argparse
@@ -32,6 +39,9 @@ import subprocess
 import sys
 import threading
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
 
 GIB = 1 << 30
 MADV_POPULATE_WRITE = 23
@@ -169,33 +179,41 @@ def child(n, how, h2d_reps):
 
 
 def bench_pools(gib, ways, reps, h2d_reps):
+    """Each way in a fresh process per repetition, the repetitions
+    interleaved (ways rotated each one), medians."""
     n = gib * GIB
-    out = {"gib": gib, "reps": reps, "ways": {}}
-    for how in ways:
-        runs = []
-        for _ in range(reps):
-            runs.append(child(n, how, h2d_reps))
-            print(json.dumps(runs[-1]), file=sys.stderr)
-        ok = [r for r in runs if "error" not in r]
-        cell = {"runs": runs}
+    out = {"gib": gib, "reps": reps, "ways": {how: {"runs": []} for how in ways}, "order": []}
+    for rep in range(reps):
+        order = harness.rotation(list(ways), rep)
+        out["order"].append(order)
+        for how in order:
+            out["ways"][how]["runs"].append(child(n, how, h2d_reps))
+            print(json.dumps(out["ways"][how]["runs"][-1]), file=sys.stderr)
+    for how, cell in out["ways"].items():
+        ok = [r for r in cell["runs"] if "error" not in r]
         if ok:
             cell["ready_s"] = statistics.median(r["ready_s"] for r in ok)
             cell["h2d_GBps"] = statistics.median(r["h2d_GBps"] for r in ok)
             if how == "arena_async":
                 cell["first_tensor_ms"] = statistics.median(r["first_tensor_ms"] for r in ok)
-        out["ways"][how] = cell
+        if len(ok) < len(cell["runs"]):
+            cell["errors"] = [r["error"] for r in cell["runs"] if "error" in r]
     return out
 
 
-def median_ms(fn, reps, teardown=None):
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        r = fn()
-        times.append((time.perf_counter() - t0) * 1e3)
-        if teardown:
-            teardown(r)
-    return statistics.median(times), times
+def interleaved_ms(methods, reps):
+    """{name: (median ms, all ms)} of methods {name: (fn, teardown)}, the
+    repetitions interleaved (rotated each one)."""
+    times = {name: [] for name in methods}
+    for rep in range(reps):
+        for name in harness.rotation(list(methods), rep):
+            fn, teardown = methods[name]
+            t0 = time.perf_counter()
+            r = fn()
+            times[name].append((time.perf_counter() - t0) * 1e3)
+            if teardown:
+                teardown(r)
+    return {name: (statistics.median(t), t) for name, t in times.items()}
 
 
 def bench_pin(count, nbytes, reps):
@@ -204,9 +222,6 @@ def bench_pin(count, nbytes, reps):
     from svmbatch.pinning import storage_buffers
     cr = torch.cuda.cudart()
     tensors = [torch.empty(nbytes, dtype=torch.uint8).fill_(1) for _ in range(count)]
-    ours, ours_all = median_ms(lambda: sbt.pin(tensors), reps, lambda p: p.close())
-    reg, _ = median_ms(lambda: sbt.pin(tensors, cuda=False), reps, lambda p: p.close())
-    walk, _ = median_ms(lambda: storage_buffers(tensors), reps)
     probe = sbt.pin(tensors)
     ranges = probe.ranges
     probe.close()
@@ -218,8 +233,6 @@ def bench_pin(count, nbytes, reps):
         rc = cr.cudaHostRegister(whole.data_ptr(), whole.numel(), 0)
         assert int(rc) == 0, rc
 
-    floor, floor_all = median_ms(one, reps, lambda _: cr.cudaHostUnregister(whole.data_ptr()))
-
     def loop():
         for t in tensors:
             rc = cr.cudaHostRegister(t.data_ptr(), nbytes, 0)
@@ -229,17 +242,27 @@ def bench_pin(count, nbytes, reps):
         for t in tensors:
             cr.cudaHostUnregister(t.data_ptr())
 
-    per, _ = median_ms(loop, reps, unloop)
+    m = interleaved_ms({
+        "pin": (lambda: sbt.pin(tensors), lambda p: p.close()),
+        "register_only": (lambda: sbt.pin(tensors, cuda=False), lambda p: p.close()),
+        "python_walk": (lambda: storage_buffers(tensors), None),
+        "floor": (one, lambda _: cr.cudaHostUnregister(whole.data_ptr())),
+        "per_tensor_loop": (loop, unloop)}, reps)
+    ours, ours_all = m["pin"]
+    reg, walk = m["register_only"][0], m["python_walk"][0]
+    floor, floor_all = m["floor"]
+    per = m["per_tensor_loop"][0]
     return {"tensors": count, "tensor_bytes": nbytes, "ranges_after_merge": ranges,
             "pin_ms": ours, "pin_all_ms": ours_all, "register_only_ms": reg,
             "python_walk_ms": walk, "floor_one_register_ms": floor, "floor_all_ms": floor_all,
             "per_tensor_register_loop_ms": per, "pin_over_floor": ours / floor}
 
 
-def bench_register_threads(gib, pieces=8):
+def bench_register_threads(gib, reps, pieces=8):
     """cudaHostRegister of a faulted-in gib GiB mapping in pieces calls,
     from 1, 2, 4 and 8 threads (the ctypes calls release the GIL): whether
-    the driver registers in parallel."""
+    the driver registers in parallel.  Medians of reps interleaved
+    repetitions."""
     rt = cudart()
     rt.cudaHostRegister.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_uint)
     rt.cudaHostUnregister.argtypes = (ctypes.c_void_p,)
@@ -249,10 +272,10 @@ def bench_register_threads(gib, pieces=8):
     base = ctypes.addressof(ctypes.c_char.from_buffer(mm))
     populate(base, n)
     step = n // pieces
-    out = {"gib": gib, "pieces": pieces, "seconds": {}}
-    for threads in (1, 2, 4, 8):
-        errs = []
+    out = {"gib": gib, "pieces": pieces, "reps": reps, "all_seconds": {}}
+    errs = []
 
+    def register(threads):
         def work(k):
             for j in range(k, pieces, threads):
                 rc = rt.cudaHostRegister(base + j * step, step, 0)
@@ -265,12 +288,17 @@ def bench_register_threads(gib, pieces=8):
             t.start()
         for t in ts:
             t.join()
-        out["seconds"][str(threads)] = time.perf_counter() - t0
+        out["all_seconds"].setdefault(str(threads), []).append(time.perf_counter() - t0)
         for j in range(pieces):
             rt.cudaHostUnregister(base + j * step)
-        if errs:
-            out["error"] = f"cudaHostRegister: {errs[0]}"
-            break
+
+    for rep in range(reps):
+        for threads in harness.rotation([1, 2, 4, 8], rep):
+            register(threads)
+            if errs:
+                out["error"] = f"cudaHostRegister: {errs[0]}"
+                return out
+    out["seconds"] = {k: statistics.median(v) for k, v in out["all_seconds"].items()}
     return out
 
 
@@ -281,11 +309,14 @@ METHOD = {
              "MADV_HUGEPAGE, 16 threads of MADV_POPULATE_WRITE, one cudaHostRegister; h2d: "
              "one 4 GiB copy to a GPU tensor (from the pool's middle; from an arena, from a "
              "4 GiB tensor carved from it), non_blocking, median of h2d_reps after one "
-             "warm-up; ready_s medians over reps processes",
+             "warm-up; ready_s medians over reps processes, the ways interleaved (rotated "
+             "each repetition)",
     "register_threads": "a faulted-in THP mapping registered with cudaHostRegister in 8 "
                         "equal calls from 1, 2, 4 and 8 threads (ctypes, GIL released), "
-                        "unregistered between; seconds for all 8 calls",
-    "pin": "in one process, median of reps calls each: svmbatch.torch.pin(tensors) (closed "
+                        "unregistered between; seconds for all 8 calls, median of pin_reps "
+                        "interleaved repetitions",
+    "pin": "in one process, median of reps interleaved repetitions (the methods rotated "
+           "each one): svmbatch.torch.pin(tensors) (closed "
            "after each); pin(cuda=False) (the registration alone); the storage walk alone "
            "(Python side); the floor: one cudaHostRegister of a contiguous faulted-in buffer "
            "of the same total size (unregistered after each); a per-tensor cudaHostRegister "
@@ -296,38 +327,33 @@ METHOD = {
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--gib", default="16,64", help="pool sizes; empty: pin() and threads only")
-    ap.add_argument("--reps", type=int, default=3, help="processes per way, pools <= 16 GiB")
-    ap.add_argument("--large-reps", type=int, default=1, help="processes per way, larger")
-    ap.add_argument("--h2d-reps", type=int, default=3)
+    ap.add_argument("--reps", type=int, default=harness.MIN_REPS,
+                    help="processes per way, pools <= 16 GiB")
+    ap.add_argument("--large-reps", type=int, default=harness.MIN_REPS,
+                    help="processes per way, larger")
+    ap.add_argument("--h2d-reps", type=int, default=harness.MIN_REPS)
     ap.add_argument("--pin-reps", type=int, default=7)
-    ap.add_argument("--commit", default="unknown")
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: allows fewer than 5 reps and marks the JSON quick")
     ap.add_argument("--out", default=None, help="also write the JSON here as it grows")
     args = ap.parse_args()
+    for what in ("reps", "large_reps", "h2d_reps", "pin_reps"):
+        harness.check_reps(getattr(args, what), args.quick, "--" + what.replace("_", "-"))
     import torch
-    import svmbatch
-    import svmbatch.torch as sbt
     torch.cuda.init()
     torch.empty(1, device="cuda")
-    mem = [ln for ln in open("/proc/meminfo") if ln.startswith("MemTotal")]
-    res = {"benchmark": "pool", "commit": args.commit,
-           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "machine": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "cpus": os.cpu_count(), "kernel": os.uname().release,
-                       "memory": mem[0].split(":")[1].strip() if mem else "unknown",
-                       "thp": open("/sys/kernel/mm/transparent_hugepage/enabled").read().strip()},
-           "mode": svmbatch.mode_name(sbt.default_context().mode), "method": METHOD}
+    params = {k: v for k, v in vars(args).items() if k != "out"}
+    res = harness.metadata("pool", METHOD, params, quick=args.quick)
 
     def save():
-        if args.out:
-            with open(args.out, "w") as f:
-                json.dump(res, f, indent=1)
+        harness.write_json(res, args.out)
 
     res["pin"] = []
     for count, nbytes in ((2000, 64 << 10), (256, 16 << 20)):
         res["pin"].append(bench_pin(count, nbytes, args.pin_reps))
         print(json.dumps(res["pin"][-1]), file=sys.stderr)
         save()
-    res["register_threads"] = bench_register_threads(16)
+    res["register_threads"] = bench_register_threads(16, args.pin_reps)
     print(json.dumps(res["register_threads"]), file=sys.stderr)
     save()
     res["pools"] = []
