@@ -14,11 +14,16 @@
   before every load) where --cold-dir is given and
   /proc/sys/vm/drop_caches is writable, else no cold figures at all.
 
-Every loader gets the same warm-up: one load, timed and reported as
-warmup_GBps but left out of the median, then --reps timed loads.
-Every loaded checkpoint is compared with safetensors' on the GPU, byte for
-byte.  JSON on stdout (benchmark, commit, date, machine, mode, method, the
-figures, a top-level "summary"); medians of --reps.
+bench/harness.py's rules: every loader gets the same warm-up (one load,
+timed and reported as warmup_GBps but left out of the median), then
+--reps repetitions (at least 5 unless --quick), interleaved: the
+repetition loop outside, the loaders inside, rotated each repetition;
+pin() and its alternatives, and the arena's processes, likewise.  Every
+load, warm-up and cold ones included, is checked against a digest of an
+untimed safetensors load_file(device="cuda") made before any loader ran.
+JSON on stdout (bench/harness.py's metadata: the commit of the tree, the
+machine, the mode, the method; the figures, a top-level "summary");
+medians of --reps.  Exit 1 if a load of svmbatch differed.
 """
 
 import argparse
@@ -32,21 +37,26 @@ import time
 
 import torch
 
-import svmbatch
-import svmbatch.torch as sbt
-from page_cache import drop_caches
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness  # noqa: E402
+from page_cache import drop_caches  # noqa: E402
+
+sbt = None  # svmbatch.torch, imported by main() (--help needs no build)
 
 
-def median_ms(fn, reps, setup=None, teardown=None):
-    times = []
-    for _ in range(reps):
-        state = setup() if setup else None
-        t0 = time.perf_counter()
-        out = fn(state)
-        times.append((time.perf_counter() - t0) * 1e3)
-        if teardown:
-            teardown(out)
-    return statistics.median(times), times
+def interleaved_ms(methods, reps):
+    """{name: (median ms, all ms)} of methods {name: (fn, teardown)}: reps
+    repetitions, the methods rotated in each."""
+    times = {name: [] for name in methods}
+    for rep in range(reps):
+        for name in harness.rotation(list(methods), rep):
+            fn, teardown = methods[name]
+            t0 = time.perf_counter()
+            out = fn(None)
+            times[name].append((time.perf_counter() - t0) * 1e3)
+            if teardown:
+                teardown(out)
+    return {name: (statistics.median(t), t) for name, t in times.items()}
 
 
 def bench_pin(n, nbytes, reps):
@@ -61,8 +71,6 @@ def bench_pin(n, nbytes, reps):
         ranges.append(p.ranges)
         return p
 
-    pin_ms, pin_all = median_ms(ours, reps, teardown=lambda p: p.close())
-
     def loop(_):
         for t in tensors:
             rc = cudart.cudaHostRegister(t.data_ptr(), t.numel() * 4, 0)
@@ -72,8 +80,11 @@ def bench_pin(n, nbytes, reps):
         for t in tensors:
             cudart.cudaHostUnregister(t.data_ptr())
 
-    loop_ms, loop_all = median_ms(loop, reps, teardown=unloop)
-    pm_ms, pm_all = median_ms(lambda _: [t.pin_memory() for t in tensors], reps)
+    m = interleaved_ms({"svmbatch": (ours, lambda p: p.close()), "loop": (loop, unloop),
+                        "pin_memory": (lambda _: [t.pin_memory() for t in tensors], None)},
+                       reps)
+    (pin_ms, pin_all), (loop_ms, loop_all), (pm_ms, pm_all) = \
+        m["svmbatch"], m["loop"], m["pin_memory"]
     return {
         "tensors": n, "tensor_bytes": nbytes, "ranges_after_merge": ranges[0],
         "svmbatch_pin_ms": pin_ms, "cudaHostRegister_loop_ms": loop_ms, "pin_memory_ms": pm_ms,
@@ -112,8 +123,11 @@ def bench_arena(n, nbytes, reps):
                            check=True, capture_output=True, text=True)
         return json.loads(r.stdout.strip().splitlines()[-1])
 
-    arena = [child("arena") for _ in range(reps)]
-    pm = [child("pin_memory") for _ in range(reps)]
+    runs = {"arena": [], "pin_memory": []}
+    for rep in range(reps):
+        for how in harness.rotation(list(runs), rep):
+            runs[how].append(child(how))
+    arena, pm = runs["arena"], runs["pin_memory"]
     a_ms = statistics.median(r["alloc_ms"] for r in arena)
     create = statistics.median(r["arena_create_ms"] for r in arena)
     a_total = statistics.median(r["arena_create_ms"] + r["alloc_ms"] for r in arena)
@@ -169,54 +183,50 @@ def preadv16(path, size, threads=16, piece=64 << 20):
     return dt
 
 
-def gpu_equal(a, b):
-    return sorted(a) == sorted(b) and all(
-        a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and
-        torch.equal(a[k].view(-1).view(torch.uint8), b[k].view(-1).view(torch.uint8))
-        for k in a)
-
-
 def bench_load(path, reps, cold=False):
     """Each loader: one warm-up load, then reps timed loads, the same for
-    all; cold: the page cache dropped before every one of them."""
+    all, interleaved (rotated each repetition); cold: the page cache
+    dropped before every one of them.  Every load checked against the
+    digest of an untimed safetensors load made first."""
     import safetensors.torch as st
     size = os.path.getsize(path)
     gb = size / 1e9
     out = {"file": path, "bytes": size, "cold": cold, "reps": reps}
+    want = harness.digest(st.load_file(path, device="cuda"))
+    torch.cuda.empty_cache()
+    loaders = {
+        "svmbatch": lambda: sbt.load_safetensors(path, device="cuda"),
+        "safetensors_cuda": lambda: st.load_file(path, device="cuda"),
+        "cpu_load_then_to_cuda": lambda: {k: v.to("cuda") for k, v in st.load_file(path).items()},
+    }
+    gbps = {name: [] for name in loaders}
+    exact = {name: [] for name in loaders}
+    order = []
 
-    def timed(name, fn):
-        gbps = []
-        r = None
-        for _ in range(1 + reps):
-            if r is not None:
-                del r
-                r = None
-                torch.cuda.empty_cache()
-            if cold and not drop_caches():
-                raise RuntimeError("cold load: /proc/sys/vm/drop_caches refused")
-            torch.cuda.synchronize()
-            t0 = time.perf_counter()
-            r = fn()
-            torch.cuda.synchronize()
-            gbps.append(gb / (time.perf_counter() - t0))
-        out[f"{name}_warmup_GBps"] = gbps[0]
-        out[f"{name}_GBps"] = statistics.median(gbps[1:])
-        out.setdefault("all_GBps", {})[name] = gbps[1:]
-        return r
+    def timed(name):
+        if cold and not drop_caches():
+            raise RuntimeError("cold load: /proc/sys/vm/drop_caches refused")
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        r = loaders[name]()
+        torch.cuda.synchronize()
+        gbps[name].append(gb / (time.perf_counter() - t0))
+        exact[name].append(harness.digest(r) == want)
+        del r
+        torch.cuda.empty_cache()
 
     sbt.release_staging()  # svmbatch's warm-up sets its staging up again
-    ours = timed("svmbatch", lambda: sbt.load_safetensors(path, device="cuda"))
-    del ours
-    torch.cuda.empty_cache()
-    ref = timed("safetensors_cuda", lambda: st.load_file(path, device="cuda"))
-    ours = sbt.load_safetensors(path, device="cuda")
-    out["byte_exact_vs_safetensors"] = gpu_equal(ours, ref)
-    del ours, ref
-    torch.cuda.empty_cache()
-    r = timed("cpu_load_then_to_cuda",
-              lambda: {k: v.to("cuda") for k, v in st.load_file(path).items()})
-    del r
-    torch.cuda.empty_cache()
+    for rep in range(-1, reps):  # -1: the warm-up
+        order.append(harness.rotation(list(loaders), max(rep, 0)))
+        for name in order[-1]:
+            timed(name)
+    for name in loaders:
+        out[f"{name}_warmup_GBps"] = gbps[name][0]
+        out[f"{name}_GBps"] = statistics.median(gbps[name][1:])
+    out["all_GBps"] = {name: v[1:] for name, v in gbps.items()}
+    out["exact"] = {name: all(v) for name, v in exact.items()}
+    out["byte_exact_vs_safetensors"] = out["exact"]["svmbatch"]
+    out["order"] = order
     if not cold:
         out["preadv16_GBps"] = gb / statistics.median(preadv16(path, size) for _ in range(reps))
     out["speedup_vs_safetensors"] = out["svmbatch_GBps"] / out["safetensors_cuda_GBps"]
@@ -224,16 +234,20 @@ def bench_load(path, reps, cold=False):
 
 
 METHOD = {
-    "pin": "per case, median of reps calls each: svmbatch.torch.pin(tensors) (closed after each), "
-           "a cudaHostRegister loop over the tensors (unregistered after each), "
-           "[t.pin_memory() for t in tensors]; no warm-up for any of them",
-    "arena": "each rep a fresh process (CUDA initialised before the clock): Arena(n * bytes) "
+    "pin": "per case, median of reps interleaved repetitions (methods rotated each one): "
+           "svmbatch.torch.pin(tensors) (closed after each), a cudaHostRegister loop over the "
+           "tensors (unregistered after each), [t.pin_memory() for t in tensors]; no warm-up "
+           "for any of them",
+    "arena": "each rep a fresh process (CUDA initialised before the clock), the two ways "
+             "interleaved (rotated each rep): Arena(n * bytes) "
              "creation + n arena.empty() against n torch.empty(pin_memory=True); speedup = "
              "pin_memory_true_ms / arena_create_and_alloc_ms (medians over reps); "
              "speedup_alloc_only leaves the creation out",
     "load": "per loader (svmbatch load_safetensors(device='cuda'), safetensors load_file("
             "device='cuda'), load_file + .to('cuda')): one warm-up load (warmup_GBps), then "
-            "reps timed loads, median; torch.cuda.synchronize() before and after each; "
+            "reps timed loads, interleaved (loaders rotated each repetition), median; every "
+            "load checked against the digest of an untimed safetensors load made before any "
+            "loader; torch.cuda.synchronize() before and after each; "
             "hot: tmpfs, the page cache is never dropped; cold: /proc/sys/vm/drop_caches "
             "written before every load, the warm-up's too; preadv16: 16 threads of os.preadv "
             "into one CPU tensor, no GPU copy",
@@ -246,20 +260,20 @@ def main():
     ap.add_argument("--gib", default="4,16")
     ap.add_argument("--cold-dir", default=None)
     ap.add_argument("--cold-gib", type=int, default=4)
-    ap.add_argument("--reps", type=int, default=5)
-    ap.add_argument("--cold-reps", type=int, default=3)
-    ap.add_argument("--commit", default="unknown", help="the commit measured")
+    ap.add_argument("--reps", type=int, default=harness.MIN_REPS)
+    ap.add_argument("--cold-reps", type=int, default=harness.MIN_REPS)
+    ap.add_argument("--quick", action="store_true",
+                    help="a smoke run: allows fewer than 5 reps and marks the JSON quick")
     args = ap.parse_args()
+    harness.check_reps(args.reps, args.quick)
+    harness.check_reps(args.cold_reps, args.quick, "--cold-reps")
+    global sbt
+    import svmbatch.torch as sbt
     torch.cuda.init()
     torch.empty(1, device="cuda")
-    mem = [ln for ln in open("/proc/meminfo") if ln.startswith("MemTotal")]
-    res = {"benchmark": "torch", "commit": args.commit,
-           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-           "machine": {"gpu": torch.cuda.get_device_name(), "torch": torch.__version__,
-                       "cpus": os.cpu_count(), "kernel": os.uname().release,
-                       "memory": mem[0].split(":")[1].strip() if mem else "unknown"},
-           "mode": svmbatch.mode_name(sbt.default_context().mode),
-           "method": METHOD, "reps": args.reps}
+    params = dict(vars(args))
+    res = harness.metadata("torch", METHOD, params, quick=args.quick)
+    res["reps"] = args.reps
     print("pin...", file=sys.stderr)
     res["pin"] = [bench_pin(2000, 64 << 10, args.reps), bench_pin(256, 16 << 20, args.reps)]
     print("arena...", file=sys.stderr)
