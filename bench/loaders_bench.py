@@ -43,6 +43,12 @@ safetensors' own load of the same files.  The summary of each cell
 divides svmbatch's row by the best peer row (bench/harness.py's
 summarize_cell), naming both.
 
+The defaults (3 GiB hot checkpoints, about 7,900 tensors in the MoE one,
+2 GiB cold ones, 5 repetitions, one warm-up and one steady load) are sized
+for the device tool's calls of at most 10 minutes on a 16-core H200:
+the tmpfs and cold cells in one call, the hot ext4 cells (where the
+peers' O_DIRECT rows read the disk) in another (--cells).
+
 JSON on stdout and in --out (rewritten after every load); progress on
 stderr.  Exit 1 if any load of svmbatch failed or differed.
 """
@@ -399,10 +405,10 @@ def parse_args(argv=None):
     ap.add_argument("--tmpfs", default="/dev/shm")
     ap.add_argument("--ext4", default="/var/tmp")
     ap.add_argument("--cells", default=DEFAULT_CELLS)
-    ap.add_argument("--gib", type=float, default=4, help="the single file's size")
+    ap.add_argument("--gib", type=float, default=3, help="the single file's size")
     ap.add_argument("--sharded-gib", type=float, default=8)
     ap.add_argument("--shards", type=int, default=4)
-    ap.add_argument("--moe-gib", type=float, default=4)
+    ap.add_argument("--moe-gib", type=float, default=3)
     ap.add_argument("--moe-shards", type=int, default=4)
     ap.add_argument("--moe-experts", type=int, default=64, help="experts a layer")
     ap.add_argument("--cold-gib", type=float, default=2, help="each cold checkpoint's size")
