@@ -576,7 +576,7 @@ TEST_F(dmabuf, fail_nth_import_sweep)
 	__u32 gem = 0;
 
 	if (!have_fault_injection(self->fd))
-		SKIP(return, "no svmbatch fault injection in this build");
+		skip_absent("faultinject", return, "no svmbatch fault injection in this build");
 	vgem_open_or_skip(vgem);
 	dfd = export_dmabuf(self->fd, self->handle, O_RDWR | O_CLOEXEC);
 	ASSERT_LE(0, dfd);
@@ -606,7 +606,7 @@ TEST_F(dmabuf, fail_nth_sweep)
 	int fds = count_open_fds();
 
 	if (!have_fault_injection(self->fd))
-		SKIP(return, "no svmbatch fault injection in this build");
+		skip_absent("faultinject", return, "no svmbatch fault injection in this build");
 	FAIL_NTH_SWEEP(&nth, export_dmabuf(self->fd, self->handle,
 					   O_RDWR | O_CLOEXEC)) {
 		if (nth.ret >= 0)

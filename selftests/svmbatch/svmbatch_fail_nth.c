@@ -28,9 +28,9 @@ FIXTURE_SETUP(fail_nth)
 {
 	svmbatch_open_or_skip(self->fd);
 	if (!have_fault_injection(self->fd))
-		SKIP(return,
-		     "no fault injection (SVMBATCH_FEATURE_FAULT_INJECTION unset or %s missing)",
-		     SVMBATCH_FAIL_NTH);
+		skip_absent("faultinject", return,
+			    "no fault injection (SVMBATCH_FEATURE_FAULT_INJECTION unset or %s missing)",
+			    SVMBATCH_FAIL_NTH);
 	ASSERT_EQ(0, fail_nth_set(0));
 	self->buf = anon_map(NPAGES * PAGE_SZ);
 	ASSERT_NE(NULL, self->buf);

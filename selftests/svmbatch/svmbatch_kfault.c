@@ -50,15 +50,15 @@ FIXTURE_SETUP(kfault)
 	snprintf(self->fail_nth_path, sizeof(self->fail_nth_path),
 		 "/proc/self/task/%d/fail-nth", gettid());
 	if (access(self->fail_nth_path, W_OK))
-		SKIP(return,
-		     "%s missing: kernel without CONFIG_FAULT_INJECTION (the debug kernel has it)",
-		     self->fail_nth_path);
+		skip_absent("kfault", return,
+			    "%s missing: kernel without CONFIG_FAULT_INJECTION (the debug kernel has it)",
+			    self->fail_nth_path);
 	for (i = 0; i < NR_KNOBS; i++) {
 		if (read_file(kfault_knobs[i][0], self->saved[i],
 			      sizeof(self->saved[i])) < 0)
-			SKIP(return,
-			     "%s missing: kernel without FAILSLAB, FAIL_PAGE_ALLOC or FAULT_INJECTION_USERCOPY",
-			     kfault_knobs[i][0]);
+			skip_absent("kfault", return,
+				    "%s missing: kernel without FAILSLAB, FAIL_PAGE_ALLOC or FAULT_INJECTION_USERCOPY",
+				    kfault_knobs[i][0]);
 	}
 	for (i = 0; i < NR_KNOBS; i++)
 		ASSERT_EQ(0, write_file(kfault_knobs[i][0], kfault_knobs[i][1]));

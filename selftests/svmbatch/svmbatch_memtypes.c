@@ -92,8 +92,8 @@ static bool fs_has_no_writeback(const char *dir)
 	({								\
 		const char *__d = getenv(WRITEBACK_DIR_ENV);		\
 		if (!__d || !*__d)					\
-			SKIP(return, WRITEBACK_DIR_ENV			\
-			     " not set (ext4 mount for writeback tests)"); \
+			skip_absent("writeback", return, WRITEBACK_DIR_ENV \
+				    " not set (ext4 mount for writeback tests)"); \
 		ASSERT_FALSE(fs_has_no_writeback(__d)) {		\
 			TH_LOG("%s is tmpfs/ramfs, not a writeback fs", __d); \
 		}							\
@@ -168,14 +168,15 @@ TEST_F(memtypes, thp)
 	ASSERT_NE(MAP_FAILED, raw);
 	p = (char *)(((uintptr_t)raw + SZ_2M - 1) & ~(SZ_2M - 1));
 	if (madvise(p, SZ_2M, MADV_HUGEPAGE))
-		SKIP(return, "MADV_HUGEPAGE: %s (CONFIG_TRANSPARENT_HUGEPAGE)",
-		     strerror(errno));
+		skip_absent("thp", return, "MADV_HUGEPAGE: %s (CONFIG_TRANSPARENT_HUGEPAGE)",
+			    strerror(errno));
 	memset(p, 0x11, SZ_2M);
 	if (smaps_kb(p, "AnonHugePages") < (long long)(SZ_2M / 1024)) {
 		read_file("/sys/kernel/mm/transparent_hugepage/enabled",
 			  thp_mode, sizeof(thp_mode));
-		SKIP(return, "no THP backed the range (AnonHugePages %lld kB, enabled: %s)",
-		     smaps_kb(p, "AnonHugePages"), strtok(thp_mode, "\n"));
+		skip_absent("thp", return,
+			    "no THP backed the range (AnonHugePages %lld kB, enabled: %s)",
+			    smaps_kb(p, "AnonHugePages"), strtok(thp_mode, "\n"));
 	}
 	q = register_one(_metadata, self->fd, p, SZ_2M, 0);
 	EXPECT_EQ(1ULL, q.nr_folios);
@@ -202,7 +203,8 @@ TEST_F(memtypes, hugetlb)
 		 -1, 0);
 	if (p == MAP_FAILED && errno == ENOMEM &&
 	    proc_field("/proc/meminfo", "HugePages_Total") <= 0)
-		SKIP(return, "no 2 MiB hugetlb pages (HugePages_Total 0; boot with hugepages=N)");
+		skip_absent("hugetlb", return,
+			    "no 2 MiB hugetlb pages (HugePages_Total 0; boot with hugepages=N)");
 	ASSERT_NE(MAP_FAILED, p) TH_LOG("MAP_HUGETLB: %s", strerror(errno));
 	memset(p, 0x22, SZ_2M);
 	q = register_one(_metadata, self->fd, p, SZ_2M, 0);

@@ -578,8 +578,8 @@ static void run_spawn_loop(struct __test_metadata *_metadata, bool use_system,
 	svmbatch_open_or_skip(fd);
 	if (fake_races && (!have_fault_injection(fd) ||
 			   access(SVMBATCH_FAKE_INVAL, W_OK)))
-		SKIP(return, "no fault injection (%s missing)",
-		     SVMBATCH_FAKE_INVAL);
+		skip_absent("faultinject", return, "no fault injection (%s missing)",
+			    SVMBATCH_FAKE_INVAL);
 	l.buf = anon_map(LOOP_PAGES * PAGE_SZ);
 	ASSERT_NE(NULL, l.buf);
 	/* A THP split at fork() is a page-replacing event: 4 KiB pages. */
@@ -1076,8 +1076,8 @@ static void run_file_race(struct __test_metadata *_metadata, const char *name,
 	pthread_t t;
 
 	if (!getenv(WRITEBACK_DIR_ENV) || !*getenv(WRITEBACK_DIR_ENV))
-		SKIP(return, WRITEBACK_DIR_ENV
-		     " not set (ext4 mount for writeback tests)");
+		skip_absent("writeback", return, WRITEBACK_DIR_ENV
+			    " not set (ext4 mount for writeback tests)");
 	svmbatch_open_or_skip(f.fd);
 	f.file = marker_file(_metadata, path, sizeof(path));
 	if (mprotect_only)

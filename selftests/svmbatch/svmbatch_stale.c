@@ -211,8 +211,9 @@ TEST_F(stale, bad_eventfd_and_flags_leave_nothing)
 	do {								\
 		if (!have_fault_injection(_fd) ||			\
 		    access(SVMBATCH_FAKE_INVAL, W_OK))			\
-			SKIP(return, "no fault injection (%s missing)",	\
-			     SVMBATCH_FAKE_INVAL);			\
+			skip_absent("faultinject", return,		\
+				    "no fault injection (%s missing)",	\
+				    SVMBATCH_FAKE_INVAL);		\
 	} while (0)
 
 /* Each page of the registration seen through its dma-buf is the mapped one. */

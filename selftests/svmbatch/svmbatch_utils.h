@@ -1038,20 +1038,31 @@ static inline bool svmbatch_expects(const char *what)
 }
 
 /*
+ * @feature is absent, as @fmt says: SKIP the test (running @statement),
+ * unless the guest was built to have @feature (SVMBATCH_EXPECT): then it
+ * fails, saying so.  The rule of the library tests' SVMBATCH_SKIP_ABSENT
+ * (libsvmbatch/tests/test_util.hpp), with the same feature names.
+ */
+#define skip_absent(feature, statement, fmt, ...)			\
+	do {								\
+		if (svmbatch_expects(feature)) {			\
+			TH_LOG("%s is absent, but this guest is built to have it " \
+			       "(SVMBATCH_EXPECT=%s): " fmt, feature,	\
+			       getenv("SVMBATCH_EXPECT"), ##__VA_ARGS__); \
+			ASSERT_FALSE(svmbatch_expects(feature));	\
+		}							\
+		SKIP(statement, fmt, ##__VA_ARGS__);			\
+	} while (0)
+
+/*
  * A vgem card node in @_vgem, or SKIP the test: unless the guest was built
  * with vgem (SVMBATCH_EXPECT), where no vgem node fails it.
  */
 #define vgem_open_or_skip(_vgem)					\
 	do {								\
 		_vgem = open_vgem();					\
-		if (_vgem < 0 && svmbatch_expects("vgem")) {		\
-			ASSERT_LE(0, _vgem) {				\
-				TH_LOG("%s, in a guest built with vgem",	\
-				       VGEM_SKIP_MSG);			\
-			}						\
-		}							\
 		if (_vgem < 0)						\
-			SKIP(return, VGEM_SKIP_MSG);			\
+			skip_absent("vgem", return, VGEM_SKIP_MSG);	\
 	} while (0)
 
 /* ------------------------------------------------------------ fd passing */
