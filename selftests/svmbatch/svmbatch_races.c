@@ -706,6 +706,13 @@ struct charge_race {
 	char *mem;		/* 2 pages per fitting thread, 5 for the other */
 	unsigned int pages;
 	unsigned long ok, enomem, other;
+	/* REGISTER calls begun and ended (atomics): one is in flight between */
+	unsigned long begun, ended;
+	/* the threads of the other kind, whose calls are watched */
+	struct charge_race *rivals[2];
+	unsigned int nr_rivals;
+	/* shared: calls of this kind that a rival's call spanned */
+	unsigned long *overlaps;
 };
 
 static void *charge_thread(void *arg)
@@ -713,13 +720,30 @@ static void *charge_thread(void *arg)
 	struct charge_race *c = arg;
 	struct svmbatch_range r = mkrange(c->mem, c->pages * PAGE_SZ, 0);
 	struct svmbatch_register cmd;
+	unsigned long rival_call[2];
+	unsigned int i;
+	int ret;
 
-	while (now_s() < c->deadline) {
-		if (!_test_cmd_register(c->fd, &r, 1, RANGE_SZ, &cmd)) {
+	while (race_go_on(c->deadline, __atomic_load_n(c->overlaps, __ATOMIC_RELAXED))) {
+		/*
+		 * A rival's call begun before this one and not ended after it
+		 * spans it: both were in flight at once, the race this test is
+		 * about.  Call k of a thread has ended once its "ended" is k.
+		 */
+		for (i = 0; i < c->nr_rivals; i++)
+			rival_call[i] = __atomic_load_n(&c->rivals[i]->begun, __ATOMIC_SEQ_CST);
+		__atomic_add_fetch(&c->begun, 1, __ATOMIC_SEQ_CST);
+		ret = _test_cmd_register(c->fd, &r, 1, RANGE_SZ, &cmd) ? errno : 0;
+		__atomic_add_fetch(&c->ended, 1, __ATOMIC_SEQ_CST);
+		for (i = 0; i < c->nr_rivals; i++)
+			if (__atomic_load_n(&c->rivals[i]->ended, __ATOMIC_SEQ_CST) <
+			    rival_call[i])
+				__atomic_add_fetch(c->overlaps, 1, __ATOMIC_RELAXED);
+		if (!ret) {
 			c->ok++;
 			if (_test_unregister(c->fd, cmd.handle))
 				c->other++;
-		} else if (errno == ENOMEM) {
+		} else if (ret == ENOMEM) {
 			c->enomem++;
 		} else {
 			c->other++;
@@ -728,11 +752,6 @@ static void *charge_thread(void *arg)
 	return NULL;
 }
 
-/*
- * RLIMIT_MEMLOCK of 4 pages: two threads register 2 pages each (together
- * exactly the limit) while a third asks for 5 pages, which never fit.  The
- * fitting ones must never fail; the other must always get ENOMEM.
- */
 TEST_F_TIMEOUT(race, register_beside_fork_loop, 120)
 {
 	run_spawn_loop(_metadata, false, 0);
@@ -749,11 +768,20 @@ TEST_F_TIMEOUT(race, register_beside_system_loop, 120)
 	run_spawn_loop(_metadata, true, 0);
 }
 
+/*
+ * RLIMIT_MEMLOCK of 4 pages: two threads register 2 pages each (together
+ * exactly the limit) while a third asks for 5 pages, which never fit.  The
+ * fitting ones must never fail; the other must always get ENOMEM.  The
+ * over-limit charge fails alone too: the race is only run where a fitting
+ * call and an over-limit one were in flight at once (overlaps), which the
+ * test requires, running on past its time until one was.
+ */
 TEST_F_TIMEOUT(race, fitting_vs_over_limit_charges, 120)
 {
 	struct charge_race c[3];
 	struct svmbatch_snapshot s0, s1;
 	double deadline = now_s() + race_seconds();
+	unsigned long overlaps = 0;
 	pthread_t t[3];
 	char *mem;
 	int fd, i;
@@ -769,9 +797,17 @@ TEST_F_TIMEOUT(race, fitting_vs_over_limit_charges, 120)
 		c[i] = (struct charge_race){
 			.fd = fd, .deadline = deadline,
 			.mem = mem + 2 * i * PAGE_SZ, .pages = i < 2 ? 2 : 5,
+			.overlaps = &overlaps,
 		};
-		ASSERT_EQ(0, pthread_create(&t[i], NULL, charge_thread, &c[i]));
 	}
+	/* Each fitting thread watches the over-limit one, and it both. */
+	c[0].rivals[0] = c[1].rivals[0] = &c[2];
+	c[0].nr_rivals = c[1].nr_rivals = 1;
+	c[2].rivals[0] = &c[0];
+	c[2].rivals[1] = &c[1];
+	c[2].nr_rivals = 2;
+	for (i = 0; i < 3; i++)
+		ASSERT_EQ(0, pthread_create(&t[i], NULL, charge_thread, &c[i]));
 	for (i = 0; i < 3; i++)
 		pthread_join(t[i], NULL);
 	ksft_print_msg("fitting charges: %lu+%lu ok, %lu+%lu ENOMEM\n",
@@ -779,6 +815,10 @@ TEST_F_TIMEOUT(race, fitting_vs_over_limit_charges, 120)
 	ksft_print_msg("over-limit charges: %lu ENOMEM, %lu ok; other errors %lu\n",
 		       c[2].enomem, c[2].ok,
 		       c[0].other + c[1].other + c[2].other);
+	ksft_print_msg("calls spanned by a call of the other kind: %lu\n", overlaps);
+	EXPECT_LT(0UL, overlaps) {
+		TH_LOG("no fitting and over-limit charges were in flight at once: the race never ran");
+	}
 	EXPECT_EQ(0UL, c[0].enomem + c[1].enomem);
 	EXPECT_EQ(0UL, c[2].ok);
 	EXPECT_EQ(0UL, c[0].other + c[1].other + c[2].other);
