@@ -43,7 +43,7 @@ safetensors' own load of the same files.  The summary of each cell
 divides svmbatch's row by the best peer row (bench/harness.py's
 summarize_cell), naming both.
 
-The defaults (3 GiB hot checkpoints, about 7,900 tensors in the MoE one,
+The defaults (3 GiB hot checkpoints, about 7,600 tensors in the MoE one,
 2 GiB cold ones, 5 repetitions, one warm-up and one steady load) are sized
 for the device tool's calls of at most 10 minutes on a 16-core H200:
 the tmpfs and cold cells in one call, the hot ext4 cells (where the
