@@ -410,20 +410,29 @@ VMTEST_PYTHON_FILES = $$(printf -- '--file\n%s\n' "$(PYTHON):/usr/bin/python3"; 
 
 # HIP in the guest: the example (the ioctl, io_uring, the byte check; the
 # GPU step reports that no AMD GPU is there) and Debian's HIP runtime on its
-# no-device path.  The example links libamdhip64, so the guest gets it.
-VMTEST_HIP_ARGS = $(wildcard $(VMTEST_LIB)/examples/hip_scatter_read \
-	$(VMTEST_LIB)/tests/svmbatch_hip_runtime_tests)
+# no-device path.  The example links libamdhip64 (and through it
+# libhsa-runtime64), so the guest gets them and is built to have hip and
+# hsa.  The programs are named, never globbed: one the build should have
+# made and did not fails run.sh.  The example is built where the hip probe
+# (tools/lib.sh) finds hipcc; where it does not, make check says so
+# (vmtest-hip-example) and the runtime tests skip, naming what is missing.
+VMTEST_HIP = $(shell . tools/lib.sh && svmbatch_probe hip >/dev/null && echo yes)
+VMTEST_HIP_ARGS = $(VMTEST_LIB)/tests/svmbatch_hip_runtime_tests \
+	$(if $(VMTEST_HIP),$(VMTEST_LIB)/examples/hip_scatter_read --expect hip --expect hsa)
 
 # Level Zero in the guest: the example (kernel mode: the module, io_uring,
 # the byte check; the GPU step reports that no Intel GPU is there) and
 # Debian's loader on its no-driver path.  The example links the loader, so
 # the guest gets it; without the example it is shipped by path, where the
 # test's probe and the dynamic loader look for it (ZeBackend loads it at
-# run time).
+# run time).  Either way the guest is built to have ze.  The example is
+# built where the ze probe (tools/lib.sh) finds ze_api.h and the loader,
+# and then named (a missing one fails run.sh); the runtime tests always.
 ZE_LOADER = $(firstword $(wildcard /usr/lib/$(MULTIARCH)/libze_loader.so.1))
-VMTEST_ZE_EXAMPLE = $(wildcard $(VMTEST_LIB)/examples/ze_scatter_read)
-VMTEST_ZE_ARGS = $(if $(ZE_LOADER),$(if $(VMTEST_ZE_EXAMPLE),,--file $(ZE_LOADER):$(ZE_LOADER))) \
-	$(VMTEST_ZE_EXAMPLE) $(wildcard $(VMTEST_LIB)/tests/svmbatch_ze_runtime_tests)
+VMTEST_ZE = $(shell . tools/lib.sh && svmbatch_probe ze >/dev/null && echo yes)
+VMTEST_ZE_ARGS = $(VMTEST_LIB)/tests/svmbatch_ze_runtime_tests \
+	$(if $(VMTEST_ZE),$(VMTEST_LIB)/examples/ze_scatter_read --expect ze, \
+		$(if $(ZE_LOADER),--file $(ZE_LOADER):$(ZE_LOADER) --expect ze))
 
 # The RDMA tests' guest side (libsvmbatch/tests/rdma_rxe_test.cpp): soft-RoCE
 # (rdma_rxe) on a dummy netdev, made by the test with iproute2's ip and

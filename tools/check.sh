@@ -38,30 +38,10 @@ summary() {
 	((failed + TAP_FAILED == 0))
 }
 
-# Probes for the test programs that the build makes only where a tool or
-# library is: each returns 0 where the program must exist, or sets
-# $absent to what it did not find.
+# The test programs that the build makes only where a tool or library is:
+# "absent=$(svmbatch_probe NAME)" (tools/lib.sh) succeeds where the
+# program must exist (a missing one fails), else says why it is skipped.
 absent=
-hip_probe() {	# examples/CMakeLists.txt: hipcc and libamdhip64
-	if ! command -v hipcc >/dev/null; then
-		absent="command -v hipcc: no hipcc (Debian: hipcc)"
-	elif [[ ! $(ldconfig -p) =~ [[:space:]]libamdhip64\.so[[:space:]] ]]; then
-		absent="ldconfig -p: no libamdhip64.so (Debian: libamdhip64-dev)"
-	else
-		return 0
-	fi
-	return 1
-}
-ucx_probe() {	# examples/CMakeLists.txt: pkg_check_modules(UCX ucx)
-	pkg-config --exists ucx && return 0
-	absent="pkg-config --exists ucx: no UCX (Debian: libucx-dev)"
-	return 1
-}
-torch_probe() {	# libsvmbatch/tests/CMakeLists.txt: find_package(Torch)
-	compgen -G '/usr/lib/*/cmake/Torch/TorchConfig.cmake' >/dev/null && return 0
-	absent="no /usr/lib/*/cmake/Torch/TorchConfig.cmake (Debian: libtorch-dev)"
-	return 1
-}
 
 # guest_boot KERNEL: the guest tests in a guest of KERNEL (make
 # vmtest-boot: everything it runs is built already), its console's verdict
@@ -147,6 +127,16 @@ else
 	tap_skip hip-programs "no hipcc (Debian: hipcc) on this machine: make lib built no HIP program"
 fi
 tap_step lib-asan-build make --no-print-directory lib-asan
+# The ABI checks (src/shim/ against the real headers, compiled, never
+# linked) are targets only where CMake finds the headers: built by name,
+# so that one CMake left out fails where the probe finds its header.
+for abi in hip ze; do
+	if absent=$(svmbatch_probe "${abi}_api"); then
+		tap_step "$abi-abi-check" cmake --build build/lib-asan --target "${abi}_abi_check"
+	else
+		tap_skip "$abi-abi-check" "$absent: CMake configures no ${abi}_abi_check"
+	fi
+done
 tap_step lib-tsan-build make --no-print-directory lib-tsan
 # lib-tidy skips a file that passed with the same input; the cache's own
 # test first, on a unit of its own.
@@ -172,13 +162,13 @@ host_program ze-runtime-host build/lib-asan/tests/svmbatch_ze_runtime_tests \
 # The Level Zero example in userspace mode (the library, the reads, the
 # byte check; the GPU step skips, saying what the loader answered): built
 # wherever libze-dev is (make deps installs it).
-if [[ -x build/lib-asan/examples/ze_scatter_read ]]; then
+if absent=$(svmbatch_probe ze); then
 	host_program ze-scatter-read-host build/lib-asan/examples/ze_scatter_read \
 		build/lib-asan/examples/ze_scatter_read --mode userspace
 else
-	tap_skip ze-scatter-read-host "no libze-dev (Level Zero's headers): make lib-asan builds no ze_scatter_read"
+	tap_skip ze-scatter-read-host "$absent: make lib-asan builds no ze_scatter_read"
 fi
-if hip_probe; then
+if absent=$(svmbatch_probe hip); then
 	host_program hip-scatter-read-host build/lib-asan/examples/hip_scatter_read \
 		build/lib-asan/examples/hip_scatter_read --mode userspace
 	# GPU-driven I/O under hipcc: it links and runs; its kernel needs an
@@ -191,7 +181,7 @@ else
 fi
 # UCX (Debian's 1.13) over a registration's merged ranges: two processes,
 # ucp_mem_map, put and get, byte for byte; tcp here (examples/ucx_put_get.cpp).
-if ucx_probe; then
+if absent=$(svmbatch_probe ucx); then
 	host_program ucx-host build/lib-asan/examples/ucx_put_get \
 		env UCX_TLS=tcp build/lib-asan/examples/ucx_put_get
 else
@@ -230,7 +220,7 @@ TAP_EXPECT_PLAN=$python_tests host_program python-tests build/lib/python/svmbatc
 tap_program python-package tools/check-python-package.sh
 # <svmbatch/torch.hpp> against Debian's libtorch-dev (make lib builds it
 # where CMake finds Torch).
-if torch_probe; then
+if absent=$(svmbatch_probe torch); then
 	host_program torch-cpp-tests build/lib/tests/svmbatch_torch_tests \
 		build/lib/tests/svmbatch_torch_tests
 else
@@ -249,6 +239,13 @@ for k in $KERNELS; do
 	[[ $k != debug ]] && { pk=$k; break; }
 done
 tap_step path-independence tools/check-path-independence.sh --kernel "$pk"
+# The guests run the HIP and Level Zero examples where the probes that
+# the Makefile's VMTEST_HIP and VMTEST_ZE ask find their tools; else a
+# named skip here, not a program that silently leaves the guests.
+for p in hip ze; do
+	absent=$(svmbatch_probe "$p") ||
+		tap_skip "vmtest-$p-example" "$absent: the guests run no ${p}_scatter_read"
+done
 for k in $KERNELS; do
 	[[ $k == debug ]] && continue
 	guest_boot "$k"

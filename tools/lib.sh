@@ -15,6 +15,7 @@
 #                          rule's guest tests
 #   svmbatch_source_files  the tree's source files (a checkout or a tarball)
 #   svmbatch_ccache        compile CMake's new build directories through ccache
+#   svmbatch_probe         is a tool or library that a test program needs there
 
 # Debian's kernel families, oldest first.  The debug kernel (built from
 # linux-source-6.12, tools/vmtest/kernels.sh) is named "debug" on top.
@@ -182,4 +183,59 @@ svmbatch_ccache() {
 	fi
 	export CCACHE_BASEDIR="${CCACHE_BASEDIR-/}"
 	export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR-1}"
+}
+
+# svmbatch_probe NAME: true where the build must make the programs that
+# need NAME, as CMake finds it; else false, printing what is missing (the
+# reason of the skip that stands for them).  The probes mirror CMake's:
+#   hip      hipcc and libamdhip64 (examples/CMakeLists.txt: hip_scatter_read,
+#            hip_gpu_io; their guest run ships libamdhip64)
+#   hip_api  hip/hip_runtime_api.h (libsvmbatch/tests: hip_abi_check)
+#   ze       ze_api.h and libze_loader (examples: ze_scatter_read)
+#   ze_api   level_zero/ze_api.h (libsvmbatch/tests: ze_abi_check)
+#   ucx      pkg-config's ucx (examples: ucx_put_get)
+#   torch    TorchConfig.cmake (libsvmbatch/tests: svmbatch_torch_tests)
+svmbatch_probe() {
+	case $1 in
+	hip)
+		if ! command -v hipcc >/dev/null 2>&1; then
+			echo "command -v hipcc: no hipcc (Debian: hipcc)"
+		elif ! ldconfig -p | grep -q '[[:space:]]libamdhip64\.so[[:space:]]'; then
+			echo "ldconfig -p: no libamdhip64.so (Debian: libamdhip64-dev)"
+		else
+			return 0
+		fi
+		;;
+	hip_api)
+		[ -f /usr/include/hip/hip_runtime_api.h ] && return 0
+		echo "no /usr/include/hip/hip_runtime_api.h (Debian: libamdhip64-dev)"
+		;;
+	ze)
+		if ! svmbatch_probe ze_api >/dev/null; then
+			svmbatch_probe ze_api
+		elif ! ldconfig -p | grep -q '[[:space:]]libze_loader\.so[[:space:]]'; then
+			echo "ldconfig -p: no libze_loader.so (Debian: libze-dev)"
+		else
+			return 0
+		fi
+		;;
+	ze_api)
+		[ -f /usr/include/level_zero/ze_api.h ] && return 0
+		echo "no /usr/include/level_zero/ze_api.h (Debian: libze-dev)"
+		;;
+	ucx)
+		pkg-config --exists ucx && return 0
+		echo "pkg-config --exists ucx: no UCX (Debian: libucx-dev)"
+		;;
+	torch)
+		for svmbatch_probe_f in /usr/lib/*/cmake/Torch/TorchConfig.cmake; do
+			[ -f "$svmbatch_probe_f" ] && return 0
+		done
+		echo "no /usr/lib/*/cmake/Torch/TorchConfig.cmake (Debian: libtorch-dev)"
+		;;
+	*)
+		echo "svmbatch_probe: unknown probe '$1'" >&2
+		;;
+	esac
+	return 1
 }
