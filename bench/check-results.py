@@ -500,9 +500,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def recompute_loaders(r: dict, rc: Recompute) -> None:
     """Cells of loader rows: GB/s from seconds, medians, best peers, ratios.
 
-    Two schemas: the harness's (cells: a list of {layout, medium, ...,
-    loaders: [{name, ...}]}, a "harness" or "schema" member) and the first
-    one (cells [{cell, bytes, loaders: {name: {first_s, steady_s}}}]).
+    Two schemas: bench/harness.py's (a "harness" or "schema" member) and
+    the first one (cells [{cell, bytes, loaders: {name: {first_s, steady_s}}}]).
     """
     if "harness" in r or "schema" in r:
         recompute_loaders_harness(r, rc)
@@ -560,50 +559,61 @@ def recompute_loaders(r: dict, rc: Recompute) -> None:
                     _ratio(auto, cold.get("dd_direct_GBps")))
 
 
-def recompute_loaders_harness(r: dict, rc: Recompute) -> None:
-    """The harness's loaders schema, read from what the file holds.
+def _same_tree(rc: Recompute, path: str, got: Any, want: Any) -> None:
+    """Every leaf of want (a recomputed value) against got (the stored)."""
+    if isinstance(want, dict):
+        if not isinstance(got, dict):
+            rc.same(path, got, "an object")
+            return
+        for k, v in want.items():
+            _same_tree(rc, f"{path}.{k}" if path else k, got.get(k), v)
+    elif isinstance(want, list):
+        rc.same(path, json.dumps(got), json.dumps(want))
+    else:
+        rc.same(path, got, want)
 
-    Assumed: cells is a list of objects, each with "bytes" and "loaders",
-    a list of {name, ...}; a row's *_GBps is bytes / median(*_s) (a list
-    of seconds) / 1e9 where both are there; a cell's summary names its
-    best peer row (best_peer*) by a name among the rows not svmbatch's, and
-    ratio_* = svmbatch's *_GBps / that row's.
+
+def recompute_loaders_harness(r: dict, rc: Recompute) -> None:
+    """A file of bench/harness.py (it has "schema" and "harness" members).
+
+    Its rows keep every repetition, and each row's figures and each cell's
+    summary are pure functions of them (harness.row_stats and
+    harness.summarize_cell); they are recomputed with the harness beside
+    this script and must equal what the file stores, in each cell and in
+    the file's summary.  Assumed: cells is an object of cells, each with
+    "bytes", "reps" and "rows" (an object of rows with "role" and "reps").
     """
-    for ci, cell in enumerate(r.get("cells", [])):
-        where = f"cells[{ci}]"
-        rows = cell.get("loaders", [])
-        if isinstance(rows, dict):
-            rows = [dict(v, name=k) for k, v in rows.items()]
-        size = cell.get("bytes")
-        by_name = {row.get("name"): row for row in rows if isinstance(row, dict)}
-        for row in rows:
-            for key, val in list(row.items()):
-                m = re.fullmatch(r"(\w+?)_s", key)
-                if m and isinstance(val, list) and val and size and \
-                        f"{m.group(1)}_GBps" in row and all(
-                            isinstance(x, (int, float)) for x in val):
-                    rc.same(f"{where}.loaders[name={row.get('name')}].{m.group(1)}_GBps",
-                            row[f"{m.group(1)}_GBps"], size / _med(val) / 1e9)
-        summ = cell.get("summary", {})
-        svm = by_name.get("svmbatch", {})
-        for key, val in summ.items():
-            m = re.fullmatch(r"best_peer_(\w+)", key)
-            if not m or m.group(1).endswith("GBps") or not isinstance(val, str):
-                continue
-            kind = m.group(1)
-            rate = f"{kind}_GBps"
-            peers = {n: row[rate] for n, row in by_name.items()
-                     if n and not n.startswith("svmbatch") and
-                     isinstance(row.get(rate), (int, float)) and
-                     row.get("exact") is not False and not row.get("error")}
-            if peers:
-                best = max(peers, key=peers.get)
-                rc.same(f"{where}.summary.{key}", val, best)
-                rc.same(f"{where}.summary.best_peer_{kind}_GBps",
-                        summ.get(f"best_peer_{kind}_GBps"), peers[best])
-                if f"ratio_{kind}" in summ:
-                    rc.same(f"{where}.summary.ratio_{kind}", summ[f"ratio_{kind}"],
-                            _ratio(svm.get(rate), peers[best]))
+    harness = _load_harness()
+    for cname, cell in (r.get("cells") or {}).items():
+        if not isinstance(cell, dict) or "rows" not in cell:
+            continue  # a cell the run could not measure says why instead
+        where = f"cells.{cname}"
+        for rname, row in cell["rows"].items():
+            stats = harness.row_stats(row, cell["bytes"])
+            _same_tree(rc, f"{where}.rows.{rname}", row,
+                       {k: v for k, v in stats.items() if k in row})
+        summary = harness.summarize_cell(cell)
+        _same_tree(rc, f"{where}.summary", cell.get("summary"), summary)
+        if cname in (r.get("summary") or {}):
+            _same_tree(rc, f"summary.{cname}", r["summary"][cname], summary)
+
+
+_harness_module: Any = None
+
+
+def _load_harness() -> Any:
+    global _harness_module
+    if _harness_module is None:
+        import importlib.util
+        path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "harness.py")
+        spec = importlib.util.spec_from_file_location("svmbatch_bench_harness", path)
+        if spec is None or spec.loader is None:
+            raise ValueError(f"no {path}")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod
+        spec.loader.exec_module(mod)
+        _harness_module = mod
+    return _harness_module
 
 
 def recompute_gpu_io(r: dict, rc: Recompute) -> None:
@@ -915,10 +925,12 @@ def check_result(name: str, r: Any, report: Report) -> None:
                         bad(f"{path}.{key}.{k}: a load with the cache full under \"cold\": true")
     bench = benchmark_of(name, r)
     fn = RECOMPUTE.get(bench)
+    if ("harness" in r or "schema" in r) and isinstance(r.get("cells"), dict):
+        fn = recompute_loaders_harness  # any benchmark of bench/harness.py
     if fn:
         try:
             fn(r, Recompute(name, bench, report))
-        except (KeyError, TypeError, ValueError, ZeroDivisionError,
+        except (KeyError, TypeError, ValueError, AttributeError, ZeroDivisionError,
                 statistics.StatisticsError) as e:
             bad(f"its rows cannot be read as a {bench} result's: {type(e).__name__}: {e}")
 
