@@ -17,6 +17,7 @@ import tempfile
 
 import pytest
 
+import safetensors.torch as safetensors_torch  # required: tools/python-deps.sh installs it
 import torch  # required: an import failure is a collection error
 import svmbatch
 import svmbatch.loading as loading
@@ -24,8 +25,6 @@ import svmbatch.torch as sbt
 from conftest import drop_cache, keeps_pages, needs_cuda, open_fds
 from test_safetensors import assert_same, raw_bytes, sample, write_minimal
 from test_sharded import three_shards, write_checkpoint
-
-safetensors_torch = pytest.importorskip("safetensors.torch")
 
 DEVICES = ["cpu", pytest.param("cuda", marks=needs_cuda)]
 RING = {"staging_bytes": 4 << 20, "chunk_bytes": 1 << 20}

@@ -21,9 +21,10 @@ tensors without a copy).  Torch before 2.0 has no `with torch.device(...)`
 either: MetaFactories is the TorchFunctionMode that torch 2.0's is.
 
 It runs with Debian's torch 1.13 and transformers 4.49.0 (requirements.txt:
-the newest that runs with it) and on the H100 with the venv's torch 2.11
-and transformers 5: where their APIs differ the test looks at the API, not
-at a version number."""
+the newest that runs with it), with PyPI's torch 2.11 and transformers
+5.17 (requirements-torch2.txt, make check's second run) and on the GPU
+machine with its venv's: where their APIs differ the test looks at the
+API, not at a version number."""
 
 import copy
 import inspect
@@ -35,37 +36,30 @@ import re
 import pytest
 
 import torch  # required: an import failure is a collection error
-import svmbatch.torch as sbt
-from conftest import has_cuda, needs_cuda
 
-# The checkpoints are local directories: nothing here may reach the hub.
+# The checkpoints are local directories: nothing here may reach the hub
+# (huggingface_hub reads this when transformers imports it).
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+# Required too, never a skip: tools/python-deps.sh installs the release of
+# requirements.txt (Debian's torch) or requirements-torch2.txt (the
+# venv's) that runs with that torch, so an import error, a release that
+# disables this torch or a model that cannot be imported is a collection
+# error, the suite's failure.
+import transformers  # noqa: E402
+from transformers import AutoConfig, AutoModelForCausalLM  # noqa: E402
+from transformers.utils import is_torch_available  # noqa: E402
 
-def _transformers_problem():
-    """None when transformers runs with this torch, else why not."""
-    try:
-        import transformers
-        from transformers.utils import is_torch_available
-        if not is_torch_available():
-            return (f"transformers {transformers.__version__} disables torch "
-                    f"{torch.__version__} (it needs a newer one)")
-        # Models are imported lazily: import them now, so that a release that
-        # cannot run with this torch is a skip with its error, not a failure.
-        for model in ("LlamaForCausalLM", "Qwen2ForCausalLM"):
-            getattr(transformers, model)
-    except Exception as e:  # ImportError, or RuntimeError from the lazy import
-        return " ".join(f"transformers is not usable with torch {torch.__version__}: "
-                        f"{type(e).__name__}: {e} (tools/python-deps.sh installs the "
-                        "pinned release of requirements.txt)".split())
-    return None
+import svmbatch.torch as sbt  # noqa: E402
+from conftest import has_cuda, needs_cuda  # noqa: E402
 
-
-NO_TRANSFORMERS = _transformers_problem()
-pytestmark = pytest.mark.skipif(NO_TRANSFORMERS is not None, reason=NO_TRANSFORMERS or "")
-if NO_TRANSFORMERS is None:
-    import transformers
-    from transformers import AutoConfig, AutoModelForCausalLM
+if not is_torch_available():
+    raise ImportError(f"transformers {transformers.__version__} disables torch "
+                      f"{torch.__version__}: tools/python-deps.sh pins the wrong release")
+# Models are imported lazily: a release that cannot run with this torch
+# fails here, at collection, with its error.
+for _model in ("LlamaForCausalLM", "Qwen2ForCausalLM"):
+    getattr(transformers, _model)
 
 DEVICES = ["cpu", pytest.param("cuda", marks=needs_cuda)]
 INDEX = "model.safetensors.index.json"
