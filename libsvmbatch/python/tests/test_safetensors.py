@@ -6,6 +6,7 @@ the safetensors package itself; every kind of hostile file."""
 import errno
 import json
 import os
+import re
 import struct
 
 import pytest
@@ -148,6 +149,28 @@ ST_TORCH = {
     "F8_E5M2FNUZ": "float8_e5m2fnuz", "F8_E8M0": "float8_e8m0fnu", "F4": "float4_e2m1fn_x2",
     "F6_E2M3": None, "F6_E3M2": None,
 }
+# The torch release that brought each dtype newer than Debian's 1.13 (read
+# off the wheels of PyPI).  A torch before it lacks the dtype and its test
+# skips, saying so; a torch at or past it must have it: there the test
+# fails, so no dtype test can skip under the venv's torch 2.x.
+TORCH_SINCE = {"float8_e4m3fn": (2, 1), "float8_e5m2": (2, 1), "float8_e4m3fnuz": (2, 2),
+               "float8_e5m2fnuz": (2, 2), "uint16": (2, 3), "uint32": (2, 3), "uint64": (2, 3),
+               "float8_e8m0fnu": (2, 7), "float4_e2m1fn_x2": (2, 8)}
+TORCH_RELEASE = tuple(int(n) for n in re.match(r"(\d+)\.(\d+)", torch.__version__).groups())
+
+
+def torch_dtype(code):
+    """The torch dtype of a safetensors code; a skip where this torch
+    predates it, a failure where it should have it and has not."""
+    name = ST_TORCH[code]
+    dtype = getattr(torch, name, None)
+    since = TORCH_SINCE.get(name, (1, 13))
+    if dtype is None and TORCH_RELEASE < since:
+        pytest.skip(f"torch {torch.__version__} has no torch.{name} for {code} "
+                    f"(it came in torch {since[0]}.{since[1]})")
+    assert dtype is not None, (f"torch {torch.__version__} has no torch.{name} for {code}, "
+                               f"though it came in torch {since[0]}.{since[1]}")
+    return dtype
 
 
 def patterned(dtype, shape):
@@ -178,9 +201,7 @@ def test_the_dtype_table_is_the_format_s():
 @pytest.mark.parametrize("code", [c for c, n in ST_TORCH.items() if n])
 def test_every_dtype_round_trips_with_safetensors(tmp_path, baseline, code, staged):
     import safetensors.torch as st  # required: tools/python-deps.sh
-    dtype = getattr(torch, ST_TORCH[code], None)
-    if dtype is None:
-        pytest.skip(f"torch {torch.__version__} has no torch.{ST_TORCH[code]} for {code}")
+    dtype = torch_dtype(code)
     tensors = {"m": patterned(dtype, (5, 6)), "v": patterned(dtype, (10,)),
                "e": patterned(dtype, (0, 2))}
     if code != "F4":  # a scalar has no last dimension to pack two F4 into
