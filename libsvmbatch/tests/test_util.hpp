@@ -52,9 +52,15 @@ bool kernel_available();
 	} while (0)
 
 /// What this machine was built to have, from SVMBATCH_EXPECT: a comma
-/// separated list (e.g. "vgem,rxe") that the guest runner's /init exports
-/// from what mkinitramfs.sh shipped (--expect, tools/vmtest/).  Unset on a
-/// host.  Where a feature is expected, its absence is a failure, not a skip.
+/// separated list (e.g. "vgem,rxe,thp") that the guest runner's /init
+/// exports from what mkinitramfs.sh shipped (--expect, tools/vmtest/), and
+/// that tools/check.sh sets for the host's runs.  Where a feature is
+/// expected, its absence is a failure, not a skip.  The features, each
+/// named by the probe-guarded skips (SVMBATCH_SKIP_ABSENT) that honour it:
+/// thp, hugetlb, numa, hip, hsa, ze, vgem, rxe, mounts (a small tmpfs
+/// mounted by the test), writeback (SVMBATCH_WRITEBACK_DIR, a file system
+/// that writes back and drops pages), faultinject (the module's
+/// CONFIG_SVMBATCH_FAULT_INJECTION files), procmap_query (Linux 6.11+).
 bool expected_here(const std::string &feature);
 
 /// SVMBATCH_EXPECT as it is ("" when unset), for messages.

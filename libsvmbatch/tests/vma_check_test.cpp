@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "core/vma_check.hpp"
+#include "test_util.hpp"
 
 namespace svmbatch {
 namespace {
@@ -202,14 +203,16 @@ TEST_F(VmaCheckTest, AnswersAsTheModuleWould)
 		EXPECT_EQ(check({range(priv_->addr(), 2, rw)}).err, 0);
 	}
 	if (!file_)
-		GTEST_SKIP() << "no filesystem that writes back for the shared file; set "
-			     << "SVMBATCH_WRITEBACK_DIR";
+		SVMBATCH_SKIP_ABSENT("writeback",
+				     "no filesystem that writes back for the shared file; set "
+				     "SVMBATCH_WRITEBACK_DIR");
 }
 
 TEST_F(VmaCheckTest, QueryAndTextAgree)
 {
 	if (!detail::vma_query_supported())
-		GTEST_SKIP() << "no PROCMAP_QUERY (Linux 6.11+): the text is the only lookup";
+		SVMBATCH_SKIP_ABSENT("procmap_query",
+				     "no PROCMAP_QUERY (Linux 6.11+): the text is the only lookup");
 	for (const auto &ranges : cases()) {
 		detail::set_vma_lookup(detail::VmaLookup::Auto);
 		detail::VmaFault q = detail::check_vmas(ranges);
