@@ -134,10 +134,11 @@ int get_fake_invalidations()
 TEST_F(KernelModeTest, EagainIsRetriedBeforeItIsReported)
 {
 	if (::access(fake_invalidations, W_OK) != 0)
-		SVMBATCH_SKIP_ABSENT("faultinject",
-				     std::string("probe: access(") + fake_invalidations +
-					     ", W_OK): " + std::strerror(errno) +
-					     " (module built without CONFIG_SVMBATCH_FAULT_INJECTION)");
+		SVMBATCH_SKIP_ABSENT(
+			"faultinject",
+			std::string("probe: access(") + fake_invalidations +
+				", W_OK): " + std::strerror(errno) +
+				" (module built without CONFIG_SVMBATCH_FAULT_INJECTION)");
 	std::vector<char> mem(8 * page);
 	std::vector<Buffer> b{{mem.data(), 8 * page}};
 	auto before = module_gauges();

@@ -375,10 +375,10 @@ TEST_F(ParallelIoTest, SmallTmpfsGivesShortWritesThenEnospc)
 		::rmdir(dir);
 		/* Only a process without the privilege may skip: root fails. */
 		if (!test::has_capability(CAP_SYS_ADMIN))
-			SVMBATCH_SKIP_ABSENT("mounts",
-					     std::string("cannot mount a small tmpfs (") +
-						     std::strerror(err) +
-						     "): capget says this process lacks CAP_SYS_ADMIN");
+			SVMBATCH_SKIP_ABSENT(
+				"mounts",
+				std::string("cannot mount a small tmpfs (") + std::strerror(err) +
+					"): capget says this process lacks CAP_SYS_ADMIN");
 		if (err == EPERM && !initial_user_namespace())
 			SVMBATCH_SKIP_ABSENT("mounts",
 					     std::string("cannot mount a small tmpfs (") +

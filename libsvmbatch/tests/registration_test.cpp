@@ -233,8 +233,9 @@ TEST_P(RegistrationVmaTest, WritableSharedFileMappingIsEopnotsupp)
 	struct statfs fs {};
 	ASSERT_EQ(::statfs(dir.c_str(), &fs), 0);
 	if (fs.f_type == TMPFS_MAGIC || fs.f_type == RAMFS_MAGIC)
-		SVMBATCH_SKIP_ABSENT("writeback",
-				     dir + " is tmpfs/ramfs (no writeback); set SVMBATCH_WRITEBACK_DIR");
+		SVMBATCH_SKIP_ABSENT(
+			"writeback",
+			dir + " is tmpfs/ramfs (no writeback); set SVMBATCH_WRITEBACK_DIR");
 	std::string tmpl = dir + "/svmbatch-shared-XXXXXX";
 	std::vector<char> name(tmpl.begin(), tmpl.end());
 	name.push_back('\0');
