@@ -78,10 +78,20 @@ Ring::~Ring()
 	io_uring_queue_exit(&ring_);
 }
 
-ScratchFile::ScratchFile(std::size_t len)
+std::string writeback_dir()
 {
-	const char *dir = std::getenv("TMPDIR");
-	std::string tmpl = std::string(dir && *dir ? dir : "/tmp") + "/svmbatch-test-XXXXXX";
+	const char *dir = std::getenv("SVMBATCH_WRITEBACK_DIR");
+
+	return dir ? dir : "";
+}
+
+ScratchFile::ScratchFile(std::size_t len, const std::string &dir)
+{
+	const char *tmp = std::getenv("TMPDIR");
+	std::string tmpl = (!dir.empty() ? dir :
+			    tmp && *tmp	 ? tmp :
+					   "/tmp") +
+			   std::string("/svmbatch-test-XXXXXX");
 	std::vector<char> name(tmpl.begin(), tmpl.end());
 
 	name.push_back('\0');

@@ -142,11 +142,15 @@ inline std::uint8_t pattern_byte(std::uint64_t off)
 	return static_cast<std::uint8_t>((off * 2654435761u) >> 13);
 }
 
+/// SVMBATCH_WRITEBACK_DIR (the guests mount an ext4 there), or "" when
+/// unset: a directory on a file system that writes back and drops pages.
+std::string writeback_dir();
+
 /// A temporary file of len bytes filled with pattern_byte(), removed on
-/// destruction (created in $TMPDIR or /tmp).
+/// destruction (created in dir, or where dir is "" in $TMPDIR or /tmp).
 class ScratchFile {
 public:
-	explicit ScratchFile(std::size_t len);
+	explicit ScratchFile(std::size_t len, const std::string &dir = "");
 	~ScratchFile();
 	ScratchFile(const ScratchFile &) = delete;
 	ScratchFile &operator=(const ScratchFile &) = delete;
