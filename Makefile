@@ -477,7 +477,8 @@ VMTEST_LIB = $(if $(filter debug,$(KERNEL)),$(LIB_OUT),$(LIB_ASAN_OUT))
 # every guest.
 VMTEST_GTEST_FILTER := -IoRingSteps.*:*.ManyProducers*:IoLoopDeviceTest.StopWithCopiesInFlight*
 
-# One guest: the fault-injection build of the module and every selftest.
+# One guest: the fault-injection build of the module (--expect faultinject:
+# its tests fail where its files are missing) and every selftest.
 # The library's googletest binary (VMTEST_LIB's) runs there too,
 # in kernel mode, less VMTEST_GTEST_FILTER's tests, and so do the RDMA
 # tests over soft-RoCE, the Python binding's, the svmbatch command's and
@@ -492,6 +493,7 @@ vmtest-one: kmod-built selftests lib-asan python
 ## vmtest-boot  vmtest-one's guest of KERNEL, with the builds as they are
 vmtest-boot:
 	tools/vmtest/run.sh --kernel $(KERNEL) --module $(KMOD_OUT)/test/svmbatch.ko \
+		--expect faultinject \
 		$(VMTEST_ARGS_$(KERNEL)) --log $(BUILD)/vmtest/$(KERNEL).log \
 		--gtest-filter '$(VMTEST_GTEST_FILTER)' \
 		$$(find $(SELFTESTS_OUT) -maxdepth 1 -type f -executable | sort) \

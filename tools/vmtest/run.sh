@@ -25,7 +25,9 @@
 #                   libraries (repeatable; for what tests call by path)
 #   --expect        a feature this guest is built to have (repeatable):
 #                   init exports SVMBATCH_EXPECT=vgem,NAME,..., and the
-#                   tests that find it absent fail instead of skipping
+#                   tests that find it absent fail instead of skipping.
+#                   What the kernel's configuration and BASE_CMDLINE
+#                   provide is added by run.sh itself (kernel_expects)
 #   --gtest-filter  init exports GTEST_FILTER=FILTER: the googletest
 #                   binaries run only the tests it selects (their plans
 #                   count only those)
@@ -43,6 +45,8 @@ REPO=$(cd "$HERE/../.." && pwd)
 source "$HERE/kernels.sh"
 
 # Console loglevel is left at the default so that WARNINGs reach ttyS0.
+# hugepages and transparent_hugepage are what kernel_expects declares as
+# hugetlb and thp: change them together.
 # No panic_on_oops: we want the whole splat and the remaining tests; a
 # panic reboots at once (panic=-1), which -no-reboot turns into QEMU exiting.
 BASE_CMDLINE="console=ttyS0 panic=-1 hugepages=16 transparent_hugepage=madvise kfence.sample_interval=100 cryptomgr.notests"
@@ -137,6 +141,34 @@ choose_accel() {
 	export SVMBATCH_ACCEL=$ACCEL
 }
 
+# kernel_expects KDIR: what this kernel provides to the tests, one name a
+# line, for SVMBATCH_EXPECT (the names of SVMBATCH_SKIP_ABSENT in
+# libsvmbatch/tests/test_util.hpp and skip_absent in the selftests): from
+# its build configuration (Debian's boot/config-ABI, the debug kernel's
+# src/.config), BASE_CMDLINE and its version.  A test that then finds one
+# of these absent fails instead of skipping.
+kernel_expects() {
+	local kdir=$1 config major minor
+	config=$kdir/boot/config-$ABI
+	[[ -f $config ]] || config=$kdir/src/.config
+	[[ -f $config ]] || die "no configuration of $ABI in $kdir (boot/config-$ABI, src/.config)"
+	has() { grep -qx "CONFIG_$1=y" "$config"; }
+	# transparent_hugepage=madvise: MADV_HUGEPAGE gets huge pages
+	if has TRANSPARENT_HUGEPAGE; then echo thp; fi
+	# hugepages=16: a pool of 2 MiB pages
+	if has HUGETLBFS; then echo hugetlb; fi
+	# mbind(2) (one node: the guests boot without -numa)
+	if has NUMA; then echo numa; fi
+	# the kernel's own fault injection (svmbatch_kfault)
+	if has FAULT_INJECTION && has FAULT_INJECTION_DEBUG_FS && has FAILSLAB &&
+		has FAIL_PAGE_ALLOC && has FAULT_INJECTION_USERCOPY; then
+		echo kfault
+	fi
+	# PROCMAP_QUERY came with Linux 6.11
+	IFS=. read -r major minor _ <<<"$ABI"
+	if ((major > 6 || (major == 6 && minor >= 11))); then echo procmap_query; fi
+}
+
 # One QEMU run under the host's timeout; sets QEMU_RC.  A guest that does
 # not reach /init within BOOT_TIMEOUT is killed and QEMU_RC is set to 125.
 qemu_once() {
@@ -223,7 +255,7 @@ on_exit() {
 main() {
 	parse_args "$@"
 	trap on_exit EXIT
-	local kdir vmlinuz names=() t module_loaded=1
+	local kdir vmlinuz names=() t module_loaded=1 expects
 	for t in "${TESTS[@]}"; do
 		[[ -f $t && -x $t ]] || die "test $t is not an executable file"
 		names+=("$(basename "$t")")
@@ -234,6 +266,10 @@ main() {
 	kdir=$(kernel_fetch "$KERNEL")
 	vmlinuz=$kdir/boot/vmlinuz-$ABI
 	choose_accel "$vmlinuz"
+	expects=$(kernel_expects "$kdir")
+	for t in $expects; do
+		EXPECTS+=(--expect "$t")
+	done
 
 	WORK=$(mktemp -d)
 	"$HERE/mkinitramfs.sh" --kernel-dir "$kdir" --module "$MODULE" "${KMODS[@]}" "${FILES[@]}" \
