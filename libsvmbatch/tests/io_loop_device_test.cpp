@@ -18,7 +18,9 @@
 #include <chrono>
 #include <cstring>
 #include <deque>
+#include <memory>
 #include <mutex>
+#include <new>
 #include <optional>
 #include <random>
 #include <thread>
@@ -129,6 +131,106 @@ private:
 	std::size_t most_ = 0;
 };
 
+/// Another engine's copies, whose ends it holds, once hold_until_closed()
+/// was called, until the loop's ring is closed (stop() began): the copies
+/// those ends belong to are then in flight when stop() begins, as many as
+/// held_at_close() says.
+class StopGateEngine final : public GpuCopyEngine {
+public:
+	explicit StopGateEngine(GpuCopyEngine &inner) : inner_(inner) {}
+	StopGateEngine(const StopGateEngine &) = delete;
+	StopGateEngine &operator=(const StopGateEngine &) = delete;
+	StopGateEngine(StopGateEngine &&) = delete;
+	StopGateEngine &operator=(StopGateEngine &&) = delete;
+	~StopGateEngine() override
+	{
+		quit_ = true;
+		if (releaser_.joinable())
+			releaser_.join();
+		release();
+	}
+	const char *name() const noexcept override { return "stop-gate"; }
+	int copy_to_device(std::uint64_t dst, const void *src, std::size_t n, unsigned lane,
+			   Done done, void *arg) noexcept override
+	{
+		auto *c = new (std::nothrow) Copy{this, done, arg, 0};
+		if (!c)
+			return -ENOMEM;
+		const int r = inner_.copy_to_device(dst, src, n, lane, &StopGateEngine::ended, c);
+		if (r != 0)
+			delete c;
+		return r;
+	}
+	/// Hold every copy's end from now until queue's ring is closed.
+	void hold_until_closed(const svmbatch_io_queue &queue)
+	{
+		{
+			std::lock_guard lock(mu_);
+			holding_ = true;
+			held_.reserve(256); /* no allocation in ended() */
+		}
+		releaser_ = std::thread([this, header = queue.header] {
+			std::atomic_ref<std::uint32_t> closed(header->closed);
+			while (!closed.load(std::memory_order_acquire) && !quit_)
+				std::this_thread::sleep_for(std::chrono::microseconds(100));
+			release();
+		});
+	}
+	std::size_t held()
+	{
+		std::lock_guard lock(mu_);
+		return held_.size();
+	}
+	/// How many copies were held when the ring was closed.
+	std::size_t held_at_close()
+	{
+		std::lock_guard lock(mu_);
+		return held_at_close_;
+	}
+
+private:
+	struct Copy {
+		StopGateEngine *gate;
+		Done done;
+		void *arg;
+		int status;
+	};
+	static void ended(void *p, int status) noexcept
+	{
+		std::unique_ptr<Copy> c(static_cast<Copy *>(p));
+		c->status = status;
+		{
+			std::lock_guard lock(c->gate->mu_);
+			if (c->gate->holding_) {
+				c->gate->held_.push_back(*c);
+				return;
+			}
+		}
+		c->done(c->arg, status);
+	}
+	void release()
+	{
+		std::vector<Copy> ends;
+		{
+			std::lock_guard lock(mu_);
+			if (holding_)
+				held_at_close_ = held_.size();
+			holding_ = false;
+			ends.swap(held_);
+		}
+		for (const Copy &c : ends)
+			c.done(c.arg, c.status);
+	}
+
+	GpuCopyEngine &inner_;
+	std::mutex mu_;
+	bool holding_ = false;
+	std::vector<Copy> held_;
+	std::size_t held_at_close_ = 0;
+	std::atomic<bool> quit_{false};
+	std::thread releaser_;
+};
+
 class IoLoopDeviceTest : public test::IoLoopFixture {
 protected:
 	void SetUp() override
@@ -154,10 +256,11 @@ protected:
 		more.insert(more.begin(), chunks * chunk);
 		return {*ctx_, more, {}, 64};
 	}
-	IoLoopOptions options(std::span<const IoLoopDeviceBuffer> device, unsigned slots = 64)
+	IoLoopOptions options(std::span<const IoLoopDeviceBuffer> device, unsigned slots = 64,
+			      GpuCopyEngine *engine = nullptr)
 	{
 		IoLoopOptions o = test::loop_options(slots, 2);
-		o.device.engine = &*engine_;
+		o.device.engine = engine ? engine : &*engine_;
 		o.device.buffers = device;
 		o.device.staging = 0;
 		o.device.chunk_bytes = chunk;
@@ -168,9 +271,9 @@ protected:
 	/// buffer is dev, a client of it, and file_ added to it as f.
 	struct DeviceLoop {
 		DeviceLoop(IoLoopDeviceTest &t, DeviceMemory &dev, const test::LoopBuffers &b,
-			   unsigned slots = 64)
+			   unsigned slots = 64, GpuCopyEngine *engine = nullptr)
 			: d{dev.address(), dev.len},
-			  loop(*t.ctx_, *b.reg, t.options({&d, 1}, slots)),
+			  loop(*t.ctx_, *b.reg, t.options({&d, 1}, slots, engine)),
 			  client(loop.host_queue()), f(loop.add_file(t.file_.fd()))
 		{}
 		/// Read len bytes of f from off to byte at of the device buffer,
@@ -437,7 +540,8 @@ TEST_F(IoLoopDeviceTest, StagedBytesBoundsTheChunksInUse)
 
 /* stop() while producers read into device memory: every request ends
  * whole or cancelled, none lost, and the copies all ended before it
- * returned. */
+ * returned.  The race is made, not hoped for: the copies' ends are held
+ * from before stop() until it began, so that copies are in flight then. */
 TEST_F(IoLoopDeviceTest, StopWithCopiesInFlightCompletesEveryOne)
 {
 	constexpr int producers = 4;
@@ -448,13 +552,24 @@ TEST_F(IoLoopDeviceTest, StopWithCopiesInFlightCompletesEveryOne)
 	std::uint64_t published = 0;
 
 	for (int attempt = 0; attempt < 5 && !HasFailure(); attempt++) {
-		DeviceLoop l(*this, dev, b);
+		StopGateEngine gate(*engine_);
+		DeviceLoop l(*this, dev, b, 64, &gate);
 		const test::StopRace race = test::stop_while_producing(
-			l.loop, l.client, producers, 50, len, [&](int p, std::uint64_t i) {
+			l.loop, l.client, producers, 50, len,
+			[&](int p, std::uint64_t i) {
 				return l.client.read_device(l.f, (i * 4096) % (file_bytes - len),
 							    len, 0,
 							    static_cast<std::uint64_t>(p) * len);
+			},
+			[&] {
+				gate.hold_until_closed(l.loop.host_queue());
+				const auto deadline =
+					std::chrono::steady_clock::now() + std::chrono::seconds(10);
+				while (gate.held() == 0 &&
+				       std::chrono::steady_clock::now() < deadline)
+					std::this_thread::yield();
 			});
+		EXPECT_GE(gate.held_at_close(), 1u) << "no copy was in flight when stop() began";
 		EXPECT_TRUE(l.loop.stopped());
 		EXPECT_EQ(race.other, 0u);
 		EXPECT_EQ(race.whole + race.cancelled, race.published);

@@ -93,11 +93,13 @@ struct StopRace {
 
 /// producers threads publish request(p, i) (a ticket, or < 0 once the loop
 /// is closed) one at a time and wait for each, until the loop closes;
-/// loop.stop() once it completed after requests.  A completion is whole
+/// loop.stop() once it completed after requests and before_stop()
+/// returned (it may wait for requests in flight).  A completion is whole
 /// with status 0 and len bytes.
-template <typename Request>
-StopRace stop_while_producing(IoLoop &loop, IoLoopClient &client, int producers,
-			      std::uint64_t after, std::uint64_t len, const Request &request)
+template <typename Request, typename BeforeStop = void (*)()>
+StopRace stop_while_producing(
+	IoLoop &loop, IoLoopClient &client, int producers, std::uint64_t after, std::uint64_t len,
+	const Request &request, const BeforeStop &before_stop = [] {})
 {
 	std::atomic<std::uint64_t> published{0}, whole{0}, cancelled{0}, other{0};
 	std::atomic<bool> go{false};
@@ -126,6 +128,7 @@ StopRace stop_while_producing(IoLoop &loop, IoLoopClient &client, int producers,
 	go = true;
 	while (loop.stats().completed < after)
 		std::this_thread::yield();
+	before_stop();
 	loop.stop(std::chrono::milliseconds(2000));
 	for (auto &t : threads)
 		t.join();
