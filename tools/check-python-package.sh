@@ -6,7 +6,8 @@
 # takes the pinned scikit-build-core and pybind11 from PyPI), then install
 # the wheel into a fresh venv that sees Debian's torch, numpy and pytest
 # (--system-site-packages) and run the Python tests against the installed
-# package, not the build tree.  The sdist is not installed and tested
+# package, not the build tree, counted as make check counts the suite.
+# The sdist is not installed and tested
 # apart: `pip install` of it runs the same PEP 517 build in the same
 # isolated environment that made the wheel from it, so it would only
 # compile and test the same package twice (about 200 s of make check).
@@ -16,6 +17,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 # shellcheck source=tools/lib.sh
 . tools/lib.sh
+# tap_program: the planned runner of make check
+# shellcheck source=tools/tap-runner.sh
+. tools/tap-runner.sh
 svmbatch_ccache
 top=$PWD
 work=${SVMBATCH_PYTHON_PACKAGE_DIR:-$top/build/python-package}
@@ -65,16 +69,26 @@ install_into_venv() {
 }
 
 # tests KIND: the suite against the venv's package (the import must come
-# from the venv, never from the build tree or the source tree).
+# from the venv, never from the build tree or the source tree), with the
+# planned runner of make check (tools/tap-runner.sh): the suite's TAP plan
+# (conftest.py) must equal what pytest --collect-only finds, and every
+# planned test must report; a collection error fails.
 run_tests() {
-	local venv=$work/venv-$1
+	local venv=$work/venv-$1 tests=$top/libsvmbatch/python/tests collected
 	(
 		cd "$work" || exit 1
 		"$venv/bin/python" -c 'import sys, svmbatch, svmbatch.torch
 print(svmbatch.__file__, svmbatch.__version__)
-sys.exit(not svmbatch.__file__.startswith(sys.prefix))' &&
-			env -u PYTHONPATH "$venv/bin/python" -m pytest -p no:cacheprovider -q \
-				"$top/libsvmbatch/python/tests"
+sys.exit(not svmbatch.__file__.startswith(sys.prefix))' || exit 1
+		env -u PYTHONPATH "$venv/bin/python" -m pytest -p no:cacheprovider --collect-only -q \
+			"$tests" >"$work/pytest-collect-$1.log" 2>&1 || {
+			tail -n 25 "$work/pytest-collect-$1.log"
+			exit 1
+		}
+		collected=$(grep -cE '^[^ ]+\.py::' "$work/pytest-collect-$1.log")
+		echo "pytest --collect-only: $collected tests"
+		TAP_EXPECT_PLAN=$collected tap_program "pytest-$1" \
+			env -u PYTHONPATH "$venv/bin/python" -m pytest -p no:cacheprovider -p no:terminal "$tests"
 	)
 }
 
