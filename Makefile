@@ -55,15 +55,20 @@ lib:
 # interpreter, not a pyenv or venv one that sees none of Debian's modules.
 PYTHON ?= $(firstword $(wildcard /usr/bin/python3) python3)
 PYTHON_PATH := $(LIB_OUT)/python:$(BUILD)/pydeps
+# The venv of PyPI's torch 2.x (tools/python-deps.sh --torch2): the same
+# interpreter, so the same extension (it is built against no torch).
+TORCH2_PYTHON := $(BUILD)/venv-torch2/bin/python
 
 ## python       the Python package svmbatch into build/lib/python (pybind11)
 python:
 	$(call CMAKE_LIB,$(LIB_OUT),-DSVMBATCH_PYTHON=ON -DPython3_EXECUTABLE=$(PYTHON))
 
-## python-test  the Python tests (pytest, Debian's torch) on this host, userspace mode
+## python-test  the Python tests (pytest) on this host, userspace mode, with Debian's torch 1.13, then PyPI's torch 2.x (build/venv-torch2)
 python-test: python
 	tools/python-deps.sh $(PYTHON)
 	PYTHONPATH=$(PYTHON_PATH) $(PYTHON) -m pytest -q libsvmbatch/python/tests
+	tools/python-deps.sh --torch2 $(PYTHON)
+	PYTHONPATH=$(LIB_OUT)/python $(TORCH2_PYTHON) -m pytest -q libsvmbatch/python/tests
 
 ## wheel        the Python package's sdist and wheel into build/dist, as pip builds them (pyproject.toml)
 wheel:

@@ -203,10 +203,11 @@ host_program lib-tests-tsan build/lib-tsan/tests/svmbatch_lib_tests \
 	env TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 SVMBATCH_EXPECT="$HOST_EXPECT" \
 	setarch "$(uname -m)" -R build/lib-tsan/tests/svmbatch_lib_tests
 # The Python package with Debian's torch (CPU), userspace mode; the
-# reference safetensors from PyPI (pinned, into build/pydeps).  torch,
-# numpy and safetensors are required: a failed import fails.  The suite's
-# TAP plan (conftest.py) must equal the tests that pytest --collect-only
-# finds, and a collection error fails python-collect.
+# reference safetensors and transformers from PyPI (pinned, into
+# build/pydeps).  torch, numpy, safetensors and transformers are required:
+# a failed import fails.  The suite's TAP plan (conftest.py) must equal
+# the tests that pytest --collect-only finds, and a collection error fails
+# python-collect.
 tap_step python-build make --no-print-directory python
 # Everything the guests run is built now.  The debug kernel's guest, the
 # slowest (KASAN, lockdep and kmemleak under TCG), boots at once in the
@@ -218,13 +219,25 @@ if [[ " $KERNELS " == *" debug "* ]]; then
 	guest_boot debug &
 	background_guests=(debug)
 fi
+# python_suite SUFFIX PYTHON PYTHONPATH: the suite with that interpreter,
+# planned (python-collect$SUFFIX) and counted per test (python-tests$SUFFIX).
+python_suite() {
+	local pytest_cmd=(env PYTHONPATH="$3" "$2" -m pytest -p no:cacheprovider
+		libsvmbatch/python/tests) tests
+	tap_step "python-collect$1" "${pytest_cmd[@]}" --collect-only -q
+	tests=$(grep -cE '^libsvmbatch/python/tests/[^ :]+\.py::' "$TAP_LOGDIR/python-collect$1.log")
+	TAP_EXPECT_PLAN=$tests host_program "python-tests$1" build/lib/python/svmbatch \
+		"${pytest_cmd[@]}" -p no:terminal
+}
 tap_step python-deps tools/python-deps.sh
-pytest_cmd=(env PYTHONPATH=build/lib/python:build/pydeps /usr/bin/python3 -m pytest
-	-p no:cacheprovider libsvmbatch/python/tests)
-tap_step python-collect "${pytest_cmd[@]}" --collect-only -q
-python_tests=$(grep -cE '^libsvmbatch/python/tests/[^ :]+\.py::' "$TAP_LOGDIR/python-collect.log")
-TAP_EXPECT_PLAN=$python_tests host_program python-tests build/lib/python/svmbatch \
-	"${pytest_cmd[@]}" -p no:terminal
+python_suite "" /usr/bin/python3 build/lib/python:build/pydeps
+# Again with PyPI's torch 2.x, the one users run (pinned in
+# requirements-torch2.txt with transformers 5 and its own numpy, in a venv
+# of Debian's interpreter: the same extension): there every dtype test
+# runs, none may skip (test_safetensors.py).  The venv is kept in
+# /var/cache/svmbatch: a fresh machine downloads it once (2.2 GB).
+tap_step python-deps-torch2 tools/python-deps.sh --torch2
+python_suite -torch2 build/venv-torch2/bin/python build/lib/python
 # The same tests against the package as pip installs it: the wheel built
 # from the sdist (pyproject.toml), in a fresh venv.
 tap_program python-package tools/check-python-package.sh
