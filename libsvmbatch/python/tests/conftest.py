@@ -1,8 +1,10 @@
 # SPDX-License-Identifier: MIT
 """Fixtures of the Python tests.  They run with the package of the build
-tree on PYTHONPATH (make python-test), on this host in userspace mode, in
-a guest in kernel mode (guest_binding_test.py), and on the H100 with the
-venv's torch 2.11 and CUDA."""
+tree on PYTHONPATH (make python-test), on this host in userspace mode with
+Debian's torch 1.13 and again with PyPI's torch 2.11 (the venv of
+tools/python-deps.sh --torch2), in a guest in kernel mode
+(guest_binding_test.py), and on the GPU machine with its venv's torch
+and CUDA."""
 
 import gc
 import mmap
