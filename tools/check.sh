@@ -107,6 +107,9 @@ tap_step kernel-doc make --no-print-directory kernel-doc
 # edited result.
 tap_step bench-results /usr/bin/python3 bench/check-results.py
 tap_step bench-results-planted /usr/bin/python3 bench/check_results_test.py
+# The benchmarks' shared harness: medians, interleaving, checked loads,
+# the exit status on an inexact load of ours, summaries from the rows.
+tap_step bench-harness /usr/bin/python3 -m pytest -q -p no:cacheprovider bench/test_harness.py
 # The debug kernel is built once per machine (cached); the first build
 # takes tens of minutes.
 if [[ " $KERNELS " == *" debug "* ]]; then
