@@ -59,7 +59,8 @@ bool kernel_available();
 /// named by the probe-guarded skips (SVMBATCH_SKIP_ABSENT) that honour it:
 /// thp, hugetlb, numa, hip, hsa, ze, vgem, rxe, mounts (a small tmpfs
 /// mounted by the test), writeback (SVMBATCH_WRITEBACK_DIR, a file system
-/// that writes back and drops pages), faultinject (the module's
+/// that writes back and drops pages), odirect (O_DIRECT on the file
+/// system of SVMBATCH_WRITEBACK_DIR, else $TMPDIR), faultinject (the module's
 /// CONFIG_SVMBATCH_FAULT_INJECTION files), procmap_query (Linux 6.11+).
 bool expected_here(const std::string &feature);
 

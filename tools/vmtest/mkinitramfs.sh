@@ -14,7 +14,7 @@
 #   --optional-kmod  the same, skipped with a note where the kernel lacks it
 #   --expect      a feature the guest is built to have, for SVMBATCH_EXPECT
 #                 (init): its tests fail rather than skip where it is
-#                 absent (repeatable; vgem, writeback and mounts always are)
+#                 absent (repeatable; vgem, writeback, odirect and mounts always are)
 #   --file        file SRC (symlinks followed) at absolute path DST, with its
 #                 shared libraries (repeatable)
 #   --gtest-filter  GTEST_FILTER for the tests (init exports it)
@@ -42,12 +42,13 @@ GUEST_LIBDIR=/usr/lib/svmbatch-tests
 # (modules.softdep), which modules.dep does not list.
 BASE_KMODS=(vgem loop crc32c_generic crc32c-intel ext4)
 # Features every guest has, whatever its kernel: vgem (BASE_KMODS, which
-# add_kmod refuses to leave out), writeback (make_wb_image: /init mounts
-# it at /mnt/wb as SVMBATCH_WRITEBACK_DIR) and mounts (the tests run as
-# root in the initial namespaces, so a test may mount a tmpfs):
+# add_kmod refuses to leave out), writeback and odirect (make_wb_image:
+# /init mounts its ext4 at /mnt/wb as SVMBATCH_WRITEBACK_DIR) and mounts
+# (the tests run as root in the initial namespaces, so a test may mount a
+# tmpfs):
 # /etc/vmtest/expect, which init exports as SVMBATCH_EXPECT.  run.sh adds
 # what the kernel provides (kernel_expects), the Makefile the rest.
-BASE_EXPECT=(vgem writeback mounts)
+BASE_EXPECT=(vgem writeback odirect mounts)
 
 die() {
 	echo "mkinitramfs.sh: $*" >&2
