@@ -160,6 +160,19 @@ def plant_figures(root: str, tap: Tap) -> int:
     return planted
 
 
+def planted_value(old: object) -> object:
+    """old, changed the way a hand edit would change it, whatever its type."""
+    if isinstance(old, bool):
+        return not old
+    if isinstance(old, str):
+        return f"{old}-planted"
+    if isinstance(old, list):
+        return old + ["planted"]
+    if isinstance(old, dict):
+        return {**old, "planted": 1}
+    return old * 1.37 if old else 1
+
+
 def plant_rows(root: str, tap: Tap) -> int:
     """Each stored figure the checker recomputes, moved: a problem names it."""
     report = cr.Report()
@@ -176,8 +189,7 @@ def plant_rows(root: str, tap: Tap) -> int:
         if not isinstance(holder, dict) or holder.get(key) is None:
             continue  # absent where its rows give nothing either
         old = holder[key]
-        holder[key] = (f"{old}-planted" if isinstance(old, str)
-                       else old * 1.37 if old else 1)
+        holder[key] = planted_value(old)
         got = cr.Report()
         cr.check_result(name, r, got)
         new = set(got.problems) - base
