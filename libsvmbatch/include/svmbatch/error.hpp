@@ -26,6 +26,7 @@ enum class Step {
 	RdmaOpen, ///< RdmaBackend loading libibverbs and querying the device
 	RdmaRegister, ///< RdmaBackend registering memory regions
 	Arena, ///< an Arena mapping, placing or faulting in its memory, or carving a block
+	GpuCopy, ///< queueing or waiting for copies to a GPU (StreamCopier)
 };
 
 /// Name of a step, for messages ("register", "io_uring-register", ...).

@@ -34,6 +34,8 @@ const char *step_name(Step step) noexcept
 		return "rdma-register";
 	case Step::Arena:
 		return "arena";
+	case Step::GpuCopy:
+		return "gpu-copy";
 	}
 	return "unknown";
 }

@@ -4,6 +4,7 @@
 #include <svmbatch/config.h>
 #include <svmbatch/gpu/backend.hpp>
 #include <svmbatch/gpu/copy_engine.hpp>
+#include <svmbatch/gpu/stream_copier.hpp>
 
 #include <stdexcept>
 #include <string>
@@ -32,6 +33,8 @@ std::vector<std::string> built_backends()
 GpuMappingOwner::~GpuMappingOwner() = default;
 GpuBackend::~GpuBackend() = default;
 GpuCopyEngine::~GpuCopyEngine() = default;
+
+StreamCopier::~StreamCopier() = default;
 
 GpuMapping::GpuMapping(std::string backend, GpuAddressKind kind,
 		       std::vector<std::uint64_t> addresses, std::unique_ptr<GpuMappingOwner> owner,

@@ -35,6 +35,7 @@ LibCuda::LibCuda(std::string lib_name) : library(std::move(lib_name))
 		    Symbol(event_create, "cuEventCreate"),
 		    Symbol(event_destroy, "cuEventDestroy", "cuEventDestroy_v2"),
 		    Symbol(event_record, "cuEventRecord"), Symbol(event_query, "cuEventQuery"),
+		    Symbol(event_synchronize, "cuEventSynchronize"),
 		    Symbol(memcpy_htod_async, "cuMemcpyHtoDAsync", "cuMemcpyHtoDAsync_v2"));
 }
 

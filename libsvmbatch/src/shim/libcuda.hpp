@@ -74,7 +74,7 @@ struct LibCuda {
 						  unsigned flags) = nullptr;
 	cu::Result (*pointer_get_attribute)(void *data, int attribute, cu::DevicePtr ptr) = nullptr;
 	cu::Result (*get_error_name)(cu::Result error, const char **str) = nullptr;
-	// CudaCopyEngine's.
+	// CudaCopyEngine's and CudaStreamCopier's.
 	cu::Result (*stream_create)(cu::Stream *stream, unsigned flags) = nullptr;
 	cu::Result (*stream_destroy)(cu::Stream stream) = nullptr;
 	cu::Result (*stream_synchronize)(cu::Stream stream) = nullptr;
@@ -82,6 +82,7 @@ struct LibCuda {
 	cu::Result (*event_destroy)(cu::Event event) = nullptr;
 	cu::Result (*event_record)(cu::Event event, cu::Stream stream) = nullptr;
 	cu::Result (*event_query)(cu::Event event) = nullptr;
+	cu::Result (*event_synchronize)(cu::Event event) = nullptr;
 	cu::Result (*memcpy_htod_async)(cu::DevicePtr dst, const void *src, std::size_t bytes,
 					cu::Stream stream) = nullptr;
 
