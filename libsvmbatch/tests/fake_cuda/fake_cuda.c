@@ -6,6 +6,7 @@
  */
 #include "fake_cuda.h"
 
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -52,7 +53,32 @@ static int live_streams, live_events, copies, fail_copies, fail_events, event_po
 
 struct fake_event {
 	int polls_left;
+	size_t seq; /* copies queued before it was recorded */
 };
+
+/* Deferred copies (fake_cuda_defer_copies): queued, done when an event
+ * recorded after them completes or the stream is synchronized, reading
+ * their source then, as a DMA engine does. */
+struct fake_copy {
+	unsigned long long dst;
+	const void *src;
+	size_t n;
+};
+static int defer;
+static struct fake_copy *deferred;
+static size_t deferred_queued, deferred_done, deferred_cap;
+static pthread_mutex_t deferred_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static void run_deferred(size_t upto)
+{
+	pthread_mutex_lock(&deferred_mu);
+	while (deferred_done < upto && deferred_done < deferred_queued) {
+		struct fake_copy *c = &deferred[deferred_done++];
+
+		memcpy((void *)(uintptr_t)c->dst, c->src, c->n);
+	}
+	pthread_mutex_unlock(&deferred_mu);
+}
 
 EXPORT void fake_cuda_reset(int devices)
 {
@@ -68,6 +94,10 @@ EXPORT void fake_cuda_reset(int devices)
 	fail_after = -1;
 	last_flags = 0;
 	__atomic_store_n(&copies, 0, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&deferred_mu);
+	defer = 0;
+	deferred_queued = deferred_done = 0;
+	pthread_mutex_unlock(&deferred_mu);
 	__atomic_store_n(&fail_copies, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&fail_events, 0, __ATOMIC_SEQ_CST);
 	__atomic_store_n(&event_polls, 0, __ATOMIC_SEQ_CST);
@@ -342,6 +372,30 @@ EXPORT int cuPointerGetAttribute(void *data, int attribute, unsigned long long p
 
 static char the_stream;
 
+/* The stream cuStreamCreate hands out, or the legacy default stream. */
+static int valid_stream(const void *stream)
+{
+	return stream == &the_stream || stream == NULL;
+}
+
+EXPORT void fake_cuda_defer_copies(int on)
+{
+	pthread_mutex_lock(&deferred_mu);
+	defer = on;
+	pthread_mutex_unlock(&deferred_mu);
+	run_deferred((size_t)-1);
+}
+
+EXPORT size_t fake_cuda_deferred_pending(void)
+{
+	size_t n;
+
+	pthread_mutex_lock(&deferred_mu);
+	n = deferred_queued - deferred_done;
+	pthread_mutex_unlock(&deferred_mu);
+	return n;
+}
+
 EXPORT int cuStreamCreate(void **stream, unsigned flags)
 {
 	int ret = need_context();
@@ -362,6 +416,7 @@ EXPORT int cuStreamDestroy_v2(void *stream)
 		return ret;
 	if (stream != &the_stream)
 		return CU_INVALID_VALUE;
+	run_deferred((size_t)-1);
 	__atomic_fetch_sub(&live_streams, 1, __ATOMIC_SEQ_CST);
 	return CU_OK;
 }
@@ -372,7 +427,10 @@ EXPORT int cuStreamSynchronize(void *stream)
 
 	if (ret)
 		return ret;
-	return stream == &the_stream ? CU_OK : CU_INVALID_VALUE;
+	if (!valid_stream(stream))
+		return CU_INVALID_VALUE;
+	run_deferred((size_t)-1);
+	return CU_OK;
 }
 
 EXPORT int cuEventCreate(struct fake_event **event, unsigned flags)
@@ -406,9 +464,12 @@ EXPORT int cuEventRecord(struct fake_event *event, void *stream)
 
 	if (ret)
 		return ret;
-	if (!event || stream != &the_stream)
+	if (!event || !valid_stream(stream))
 		return CU_INVALID_VALUE;
 	event->polls_left = __atomic_load_n(&event_polls, __ATOMIC_SEQ_CST);
+	pthread_mutex_lock(&deferred_mu);
+	event->seq = deferred_queued;
+	pthread_mutex_unlock(&deferred_mu);
 	return CU_OK;
 }
 
@@ -425,6 +486,21 @@ EXPORT int cuEventQuery(struct fake_event *event)
 		event->polls_left--;
 		return CU_NOT_READY;
 	}
+	run_deferred(event->seq);
+	return CU_OK;
+}
+
+EXPORT int cuEventSynchronize(struct fake_event *event)
+{
+	int ret = need_context();
+
+	if (ret)
+		return ret;
+	ret = __atomic_load_n(&fail_events, __ATOMIC_SEQ_CST);
+	if (ret)
+		return ret;
+	event->polls_left = 0;
+	run_deferred(event->seq);
 	return CU_OK;
 }
 
@@ -439,10 +515,27 @@ EXPORT int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t 
 	ret = __atomic_load_n(&fail_copies, __ATOMIC_SEQ_CST);
 	if (ret)
 		return ret;
-	if (stream != &the_stream || !b || b->kind != KIND_DEVICE || !src ||
+	if (!valid_stream(stream) || !b || b->kind != KIND_DEVICE || !src ||
 	    (uintptr_t)dst + n > b->end)
 		return CU_INVALID_VALUE;
-	memcpy((void *)(uintptr_t)dst, src, n);
+	pthread_mutex_lock(&deferred_mu);
+	if (defer) {
+		if (deferred_queued == deferred_cap) {
+			size_t cap = deferred_cap ? 2 * deferred_cap : 256;
+			struct fake_copy *grown = realloc(deferred, cap * sizeof(*grown));
+
+			if (!grown) {
+				pthread_mutex_unlock(&deferred_mu);
+				return 2;
+			}
+			deferred = grown;
+			deferred_cap = cap;
+		}
+		deferred[deferred_queued++] = (struct fake_copy){ dst, src, n };
+	} else {
+		memcpy((void *)(uintptr_t)dst, src, n);
+	}
+	pthread_mutex_unlock(&deferred_mu);
 	__atomic_fetch_add(&copies, 1, __ATOMIC_SEQ_CST);
 	return CU_OK;
 }

@@ -53,6 +53,14 @@ void fake_cuda_fail_events(int result);
 /* An event recorded from now on answers CUDA_ERROR_NOT_READY to its first
  * polls queries (the copy itself is done at once). */
 void fake_cuda_event_polls(int polls);
+/* From now on (on != 0) a copy's bytes move only when an event recorded
+ * after it completes (cuEventQuery ready, cuEventSynchronize) or its
+ * stream is synchronized, and are read from the source then, as a copy
+ * engine does: host memory reused before that shows up in the result.
+ * 0: copies move at once again (those deferred move now). */
+void fake_cuda_defer_copies(int on);
+/* Deferred copies not yet done. */
+size_t fake_cuda_deferred_pending(void);
 
 #ifdef __cplusplus
 }
