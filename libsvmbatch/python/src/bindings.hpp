@@ -15,5 +15,6 @@ void bind_gpu(py::module_ &m);
 void bind_io(py::module_ &m);
 void bind_arena(py::module_ &m);
 void bind_storage(py::module_ &m);
+void bind_transfer(py::module_ &m);
 
 } // namespace svmbatch::python

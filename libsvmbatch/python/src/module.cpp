@@ -10,4 +10,5 @@ PYBIND11_MODULE(_svmbatch, m)
 	svmbatch::python::bind_io(m);
 	svmbatch::python::bind_arena(m);
 	svmbatch::python::bind_storage(m);
+	svmbatch::python::bind_transfer(m);
 }
