@@ -378,7 +378,8 @@ def _default_device(device, backend):
 
 def _stream(opened, plan, rank, threads, context, staging_bytes, chunk_bytes, target):
     """(key, view) of this rank's pieces in file order, read through its
-    ring (loading._stream_staged over the pieces as entries of bytes)."""
+    reader (loading._read_rounds over the pieces as entries of bytes, a
+    round of the reader's at a time)."""
     shards, _, _, device, direct = opened
     mine = [[] for _ in shards]
     for pieces in plan.rounds:
@@ -386,8 +387,9 @@ def _stream(opened, plan, rank, threads, context, staging_bytes, chunk_bytes, ta
             if p.owner == rank:
                 mine[p.s].append(_Entry(p.key, "U8", (p.end - p.begin,), p.begin, p.end))
     by_key = {p.key: p for pieces in plan.rounds for p in pieces if p.owner == rank}
-    return _loading._stream_staged(shards, mine, lambda e: target(by_key[e.name]), device, None,
-                                   threads, context, staging_bytes, chunk_bytes, direct)
+    return _loading._read_rounds(shards, mine, lambda e: target(by_key[e.name]), device, None,
+                                 threads, context, staging_bytes, chunk_bytes, direct,
+                                 _loading._round_bytes(0, staging_bytes))
 
 
 def iter_safetensors_distributed(

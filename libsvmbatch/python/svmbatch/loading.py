@@ -1,26 +1,24 @@
 # SPDX-License-Identifier: MIT
 """load_safetensors: a safetensors checkpoint (one file or its shards)
-read with READ_FIXED on several cores, for CUDA through a ring of
-registered staging memory whose copies to the GPU overlap the reads (one
-ring for every shard, the next shard's reads overlapping the current
-one's copies), for the CPU straight into the tensors.  A shard the page
-cache does not hold is read with O_DIRECT (io="auto")."""
+planned here and read by one call of the ExtentReader (READ_FIXED on
+several cores into its staging ring, each chunk copied to the device as
+it arrives), into one block per shard carved into the tensors or into
+tensors of their own; for the CPU straight into the tensors.  A shard the
+page cache does not hold is read with O_DIRECT (io="auto")."""
 
 import contextlib as _contextlib
 import errno as _errno
 import os as _os
-import threading as _threading
 import typing as _typing
-from collections import deque as _deque
 
 import torch as _torch
 
 from . import _checkpoint
+from . import _staging
 from . import _svmbatch
 from . import _torch_common as _common
 from ._errors import Error as _svmbatch_error
 from ._errors import io_error as _io_error
-from .arena import Arena as _Arena
 from .pinning import _register_tensors
 from .safetensors_format import read_header as _read_header
 
@@ -46,233 +44,109 @@ def _load_cpu(fd, entries, header, outputs, path, threads, context):
         _check_read(reader.read(requests), [e.name for e in entries], path)
 
 
-class _Staging:
-    """The staging ring of _load_staged: registered (CUDA-mapped) memory
-    and a Reader over it, kept for the next load (a sharded checkpoint is
-    several files) until release_staging()."""
-
-    def __init__(self, key, nbytes, context, cuda, threads):
-        self.key = key
-        # Page-aligned slots: O_DIRECT reads land in them.
-        self.arena = _Arena(nbytes, context=context, cuda=cuda, alignment=_DIRECT_ALIGN)
-        self.tensor = self.arena.empty(nbytes, dtype=_torch.uint8)
-        self.offset = self.tensor.data_ptr() - self.arena.base_address
-        self.reader = _svmbatch.Reader(self.arena.registration, threads=threads)
-
-    def close(self):
-        self.reader.close()
-        self.arena.close()
-        self.tensor = None
-
-
-# The ring kept between loads (a sharded checkpoint, the next model): a
-# load takes it out of here and puts it back when done, so that no lock is
-# held while an iterator waits for its caller; a second load at the same
-# time makes a ring of its own, freed when it is done.
-_staging = None
-_staging_lock = _threading.Lock()
-
-
 def release_staging() -> None:
-    """Free the staging ring that load_safetensors keeps between loads."""
-    global _staging
-    with _staging_lock:
-        ring, _staging = _staging, None
-    if ring is not None:
-        ring.close()
+    """Free the staging ring (and the reader around it) that the loaders
+    keep between loads."""
+    _staging.release()
 
 
-def _take_ring(key, nbytes, context, cuda, threads):
-    global _staging
-    with _staging_lock:
-        ring, _staging = _staging, None
-    if ring is not None and ring.key != key:
-        ring.close()
-        ring = None
-    return ring if ring is not None else _Staging(key, nbytes, context, cuda, threads)
+def _fds(shards, direct):
+    """Per shard, the fd its bytes are read with (its O_DIRECT one where
+    it has one: the reader aligns those reads itself)."""
+    return [fd if d is None else d for (fd, _, _), d in zip(shards, direct)]
 
 
-def _give_back(ring):
-    global _staging
-    with _staging_lock:
-        if _staging is None:
-            _staging, ring = ring, None
-    if ring is not None:
-        ring.close()
-
-
-# File offsets, lengths and memory of O_DIRECT reads are multiples of
-# this: every logical block size up to 4 KiB, and the page size.
-_DIRECT_ALIGN = 4096
-
-
-def _chunks(wanted, chunk_bytes, starts, direct):
-    """(shard, offset, length, file offset, read length) pieces, each read
-    of at most chunk_bytes, covering the bytes of the wanted tensors (per
-    shard, in file order; offsets into the data section, which begins at
-    file offset starts[shard]), adjacent tensors' bytes read together, the
-    bytes of others skipped.  A read of a buffered shard is its piece; one
-    of an O_DIRECT shard (direct[shard]) begins and ends on _DIRECT_ALIGN
-    file offsets around it (the last one may reach past the end of the
-    file), and the piece is the wanted bytes inside it."""
+def _targets(items, make):
+    """(tensor, extent address) of items, each made by make(entry)."""
     out = []
-    for s, entries in enumerate(wanted):
-        runs = []
-        for e in entries:
-            if not e.nbytes:
-                continue
-            if runs and runs[-1][1] == e.begin:
-                runs[-1][1] = e.end
-            else:
-                runs.append([e.begin, e.end])
-        start = starts[s]
-        for begin, end in runs:
-            if direct[s] is None:
-                out.extend((s, off, min(chunk_bytes, end - off), start + off,
-                            min(chunk_bytes, end - off))
-                           for off in range(begin, end, chunk_bytes))
-                continue
-            low = (start + begin) // _DIRECT_ALIGN * _DIRECT_ALIGN
-            high = -(-(start + end) // _DIRECT_ALIGN) * _DIRECT_ALIGN
-            for at in range(low, high, chunk_bytes):
-                n = min(chunk_bytes, high - at)
-                a = max(at, start + begin)
-                b = min(at + n, start + end)
-                out.append((s, a - start, b - a, at, n))
+    for it in items:
+        t = make(it.entry)
+        n = it.entry.nbytes
+        if n and (not t.is_contiguous() or t.numel() * t.element_size() != n):
+            raise ValueError(f"tensor {it.entry.name!r}: its target is not {n} contiguous "
+                             "bytes")
+        out.append(t)
     return out
 
 
-def _check_direct(r, s, shards, piece):
-    """A read of an O_DIRECT shard may stop at the end of the file (short,
-    ENODATA): fine if it has every byte the piece wants."""
-    _, c_off, c_len, r_off, _ = piece
-    _, header, path = shards[s]
-    needed = header.data_start + c_off + c_len - r_off
-    if r.bytes < needed:
-        err = r.err if r.err not in (0, _errno.ENODATA) else _errno.EIO
-        raise _io_error(err, f"{path}: O_DIRECT read at file offset {r_off}: {r.bytes} of "
-                             f"the {needed} bytes that hold data bytes [{c_off}, "
-                             f"{c_off + c_len})")
-
-
-def _stream_staged(shards, wanted, make, device, dtype, threads, context, staging_bytes,
-                   chunk_bytes, direct):
+def _read_rounds(shards, wanted, make, device, dtype, threads, context, staging_bytes,
+                 chunk_bytes, direct, round_bytes):
     """Yield (name, tensor) of the wanted entries (per shard of shards,
-    (fd, header, path) each, the entries in file order), in file order.
-    direct: per shard, its O_DIRECT fd to read it with, or None.
-    The bytes are read into a ring of registered (and, for CUDA, mapped)
-    staging slots on several cores; each slot is copied to the tensors it
-    covers (on the device's current stream) as soon as its read completes,
-    and read into again once its copies are done.  groups batches are in
-    flight at once, and a batch may hold the end of one shard and the start
-    of the next.  A tensor is made (make(entry)) when its first bytes
-    arrive and handed out once its last copy is queued: memory holds the
-    ring and the tensors the caller keeps, never the checkpoint: nothing
-    here refers to a tensor once it is handed out.  dtype converts each
-    floating-point tensor on its device as it is handed out."""
-    cuda = device.type == "cuda"
-    chunk_bytes = max(1 << 20, chunk_bytes // 4096 * 4096)
-    slots = max(2, staging_bytes // chunk_bytes)
-    groups = 4 if slots >= 8 else 2
-    per_group = slots // groups
-    slots = per_group * groups
-    if cuda:
-        backend, reason = _common.cuda_backend()
-        if backend is None:
-            raise _common.no_cuda(f"{shards[0][2]}: device cuda: {reason}")
-        stream = _torch.cuda.current_stream(device)
-        key = (slots * chunk_bytes, True, device.index, threads, id(context))
-        with _torch.cuda.device(device):  # the ring is mapped for this GPU
-            ring = _take_ring(key, slots * chunk_bytes, context, True, threads)
-    else:
-        stream = None
-        key = (slots * chunk_bytes, False, -1, threads, id(context))
-        ring = _take_ring(key, slots * chunk_bytes, context, False, threads)
-    staging, base, reader = ring.tensor, ring.offset, ring.reader
-    orders = [[e for e in entries if e.nbytes] for entries in wanted]
-    chunks = _chunks(wanted, chunk_bytes, [h.data_start for _, h, _ in shards], direct)
-    # What is handed out next: (shard, index in wanted[shard]).
-    ready = [(s, e) for s, entries in enumerate(wanted) for e in entries]
-    handed = 0
-    flat = {}
-    made = {}
-    pending = _deque()
-    events = [None] * groups
-    t_index = [0] * len(shards)  # per shard: first tensor that may overlap its next chunk
-
-    def copy_out(group, first, batch):
-        results = batch.wait()
-        for j, r in enumerate(results):
-            s, c_off = chunks[first + j][:2]
-            if direct[s] is not None:
-                _check_direct(r, s, shards, chunks[first + j])
-            elif r.err:
-                raise _io_error(r.err, f"{shards[s][2]}: reading data bytes at {c_off}")
-        for j in range(len(results)):
-            s, c_off, c_len, r_off, _ = chunks[first + j]
-            order = orders[s]
-            # Where the piece's first byte is in the slot (0 unless O_DIRECT).
-            skew = shards[s][1].data_start + c_off - r_off
-            slot = staging[(group * per_group + j) * chunk_bytes + skew:][:c_len]
-            while t_index[s] < len(order) and order[t_index[s]].end <= c_off:
-                t_index[s] += 1
-            k = t_index[s]
-            while k < len(order) and order[k].begin < c_off + c_len:
-                e = order[k]
-                dst = flat.get(e.name)
-                if dst is None:
-                    made[e.name] = make(e)
-                    dst = flat[e.name] = _common.bytes_of(made[e.name])
-                a = max(e.begin, c_off)
-                b = min(e.end, c_off + c_len)
-                dst[a - e.begin:b - e.begin].copy_(slot[a - c_off:b - c_off], non_blocking=True)
-                k += 1
-        if cuda:
-            events[group] = _torch.cuda.Event()
-            events[group].record(stream)
-        last_s, last_off, last_len = chunks[first + len(results) - 1][:3]
-        return last_s, last_off + last_len
-
-    def take(e):
-        flat.pop(e.name, None)
-        t = made.pop(e.name, None)
-        return _converted(t if t is not None else make(e), dtype)
-
-    def complete(frontier):
-        """The tensors whose bytes are all copied, in file order."""
-        nonlocal handed
-        while handed < len(ready):
-            s, e = ready[handed]
-            if frontier is not None and (s, e.end) > frontier:
-                return
-            handed += 1
-            yield e.name, take(e)
-
+    (fd, header, path) each, in file order), in file order, read a round
+    at a time (round_bytes of tensors, a larger tensor a round of its own)
+    by one call of the reader: each round's tensors either made by make
+    (one extent each; tensors adjacent in the file are still read
+    together) or, make None, views of one block allocated for the round,
+    whose runs of adjacent tensors are one extent each.  On CUDA the
+    copies run on the device's current stream and have ended when a
+    round's tensors are handed out.  dtype converts each floating-point
+    tensor as it is handed out."""
+    starts = [h.data_start for _, h, _ in shards]
+    paths = [p for _, _, p in shards]
+    fds = _fds(shards, direct)
+    items = [_staging.Item(s, e) for s, entries in enumerate(wanted) for e in entries]
+    specs = _staging.specs_of(shards, wanted) if make is None else None
+    reader = _staging.take(device, context, threads, staging_bytes, chunk_bytes)
     try:
-        for n, first in enumerate(range(0, len(chunks), per_group)):
-            group = n % groups
-            if len(pending) == groups:
-                yield from complete(copy_out(*pending.popleft()))
-            if events[group] is not None:
-                events[group].synchronize()  # its slots' copies are done
-            requests = []
-            for j in range(min(per_group, len(chunks) - first)):
-                s, _, _, r_off, r_len = chunks[first + j]
-                fd = shards[s][0] if direct[s] is None else direct[s]
-                requests.append((fd, r_off, r_len, 0,
-                                 base + (group * per_group + j) * chunk_bytes))
-            pending.append((group, first, reader.start(requests)))
-        while pending:
-            yield from complete(copy_out(*pending.popleft()))
-        yield from complete(None)
+        for batch in _staging.rounds(items, round_bytes):
+            if make is None:
+                size = _staging.layout(batch)
+                block = _torch.empty(size, dtype=_torch.uint8, device=device)
+                extents, owners = _staging.extents_of(batch, starts, fds, block.data_ptr())
+                _staging.check(reader.read(extents), extents, owners, paths)
+                out = _staging.views(block, batch, specs)
+                del block
+            else:
+                tensors = _targets(batch, make)
+                extents = [(fds[it.s], starts[it.s] + it.entry.begin, it.entry.nbytes,
+                            t.data_ptr()) for it, t in zip(batch, tensors) if it.entry.nbytes]
+                owners = [[it] for it in batch if it.entry.nbytes]
+                _staging.check(reader.read(extents), extents, owners, paths)
+                out = [(it.entry.name, t) for it, t in zip(batch, tensors)]
+                del tensors
+            # Handed out from the end of a reversed list, so that the
+            # generator's frame refers to no tensor it handed out.
+            out = [(name, _converted(t, dtype)) for name, t in reversed(out)]
+            while out:
+                yield out.pop()
     finally:
-        # Every batch waited for or cancelled before the ring is reused.
-        for _, _, batch in pending:
-            batch.cancel()
-            batch.wait()
-        if cuda:
-            stream.synchronize()  # no copy from the ring still in flight
-        _give_back(ring)
+        _staging.give_back(reader)
+
+
+def _load_blocks(shards, wanted, device, threads, context, staging_bytes, chunk_bytes, direct,
+                 timer):
+    """dict name -> tensor of the wanted entries: one block per shard,
+    every shard's extents read in one call (the next shard's reads overlap
+    this one's copies), the tensors views of the blocks."""
+    starts = [h.data_start for _, h, _ in shards]
+    paths = [p for _, _, p in shards]
+    fds = _fds(shards, direct)
+    specs = _staging.specs_of(shards, wanted)
+    per_shard = [[_staging.Item(s, e) for e in entries] for s, entries in enumerate(wanted)]
+    sizes = [_staging.layout(batch) for batch in per_shard]
+    timer.step("plan")
+    blocks = [_torch.empty(n, dtype=_torch.uint8, device=device) for n in sizes]
+    timer.step("allocate")
+    extents = []
+    owners = []
+    for block, batch in zip(blocks, per_shard):
+        x, o = _staging.extents_of(batch, starts, fds, block.data_ptr())
+        extents += x
+        owners += o
+    timer.step("plan")
+    reader = _staging.take(device, context, threads, staging_bytes, chunk_bytes)
+    timer.step("reader")
+    try:
+        _staging.check(reader.read(extents), extents, owners, paths)
+        timer.step("read")
+        timer.done(reader)
+    finally:
+        _staging.give_back(reader)
+    out = {}
+    for block, batch in zip(blocks, per_shard):
+        out.update(_staging.views(block, batch, specs))
+    timer.step("views")
+    return out
 
 
 def _open_shards(checkpoint):
@@ -415,27 +289,49 @@ def _converted(t, dtype):
     return t.to(dtype)
 
 
+_ALLOCATE = ("block", "tensor")
+
+
+def _check_allocate(allocate):
+    if allocate not in _ALLOCATE:
+        raise ValueError(f"allocate={allocate!r}: one of "
+                         f"{', '.join(repr(m) for m in _ALLOCATE)}")
+
+
+def _round_bytes(round_bytes, staging_bytes):
+    if round_bytes < 0:
+        raise ValueError(f"round_bytes={round_bytes}: 0 (the default) or more")
+    return round_bytes or max(256 << 20, 4 * staging_bytes)
+
+
 def iter_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int] = "cpu",
                      dtype: _typing.Optional[_torch.dtype] = None, *, names: _Names = None,
                      threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
                      staging_bytes: int = 64 << 20, chunk_bytes: int = 4 << 20,
-                     io: str = "auto") -> _typing.Iterator[tuple[str, _torch.Tensor]]:
-    """(name, tensor) of a safetensors checkpoint, one tensor at a time in
-    file order, for a serving engine's load_weights(): what
-    load_safetensors returns, without holding the model.  path is what
-    load_safetensors takes.  The bytes go through the staging ring
-    (staging_bytes, also for the CPU) into each tensor, made when its
-    first bytes arrive and handed out when its copy is queued (on the
-    device's current stream, so the caller's use of it comes after);
-    memory holds the ring and what the caller keeps.  names selects the
-    tensors: a collection of names (each must exist, else KeyError) or a
-    predicate; the others' bytes are not read.  dtype converts the
-    floating-point tensors, on the device, as each is handed out.
-    Stopping early (break, close()) cancels the reads in flight.  io is
+                     io: str = "auto", allocate: str = "block",
+                     round_bytes: int = 0) -> _typing.Iterator[tuple[str, _torch.Tensor]]:
+    """(name, tensor) of a safetensors checkpoint in file order, for a
+    serving engine's load_weights(): what load_safetensors returns,
+    without holding the model.  path is what load_safetensors takes.  The
+    tensors are read a round at a time (round_bytes of them, 0: the larger
+    of 256 MiB and four times staging_bytes; a larger tensor is a round of
+    its own) in one call of the reader through its staging ring
+    (staging_bytes, also for the CPU), and handed out once the round's
+    copies ended (on the device's current stream).  allocate="block"
+    makes each round's tensors views of one block of the round's size,
+    freed once the caller dropped every tensor of the round;
+    allocate="tensor" makes each tensor on its own.  Memory holds the
+    ring, the round being read and what the caller keeps.  names selects
+    the tensors: a collection of names (each must exist, else KeyError) or
+    a predicate; the others' bytes are not read.  dtype converts the
+    floating-point tensors, on the device, as each is handed out.  io is
     how the files are read, as for load_safetensors."""
+    _check_allocate(allocate)
+    round_bytes = _round_bytes(round_bytes, staging_bytes)
     with _opened(path, device, names, io) as (shards, wanted, make, device, direct):
-        yield from _stream_staged(shards, wanted, make, device, dtype, threads, context,
-                                  staging_bytes, chunk_bytes, direct)
+        yield from _read_rounds(shards, wanted, make if allocate == "tensor" else None, device,
+                                dtype, threads, context, staging_bytes, chunk_bytes, direct,
+                                round_bytes)
 
 
 def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int] = "cpu",
@@ -443,7 +339,7 @@ def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
                      threads: int = 0, context: _typing.Optional[_svmbatch.Context] = None,
                      staging_bytes: int = 64 << 20, chunk_bytes: int = 4 << 20,
                      staged: _typing.Optional[bool] = None,
-                     io: str = "auto") -> dict[str, _torch.Tensor]:
+                     io: str = "auto", allocate: str = "block") -> dict[str, _torch.Tensor]:
     """Load a safetensors checkpoint: a dict name -> tensor on device (the
     CPU unless told, as safetensors), equal to
     safetensors.torch.load_file(path, device) for one file and to the union
@@ -452,11 +348,16 @@ def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
     against the shards' headers) or a directory holding an index or shards.
     The files are parsed here (hostile files and indexes raise
     ValueError), read with READ_FIXED on several cores (threads: 0 = the
-    CPUs, at most 16); for CUDA through one ring of staging_bytes of
-    registered, CUDA-mapped staging buffers for every shard, whose H2D
-    copies overlap the reads (the stream of iter_safetensors, into tensors
-    all made before the first read); for the CPU
-    straight into the tensors.  names loads only some tensors (as
+    CPUs, at most 16); for CUDA every shard in one call of the reader
+    (svmbatch.ExtentReader) through its ring of staging_bytes of
+    registered, CUDA-mapped staging chunks, whose copies to the device (on
+    its current stream, ended on return) overlap the reads; for the CPU
+    straight into the tensors.  allocate="block" (the default) makes the
+    tensors of each shard views of one block of the shard's size: no
+    per-tensor allocation or copy, and a block is freed once every tensor
+    of it is dropped; allocate="tensor" makes each tensor on its own, for
+    a caller that frees some of them (load_state_dict(assign=True) of a
+    model that later drops tensors).  names loads only some tensors (as
     iter_safetensors).  dtype converts the floating-point tensors.
     staged=True loads CPU tensors through the staging ring too (staged=None:
     for CUDA, and for the CPU where a shard is read with O_DIRECT).
@@ -470,17 +371,22 @@ def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
     and where the file system has no O_DIRECT, buffered.  staged=False
     reads buffered: O_DIRECT needs the ring's aligned memory."""
     _check_io(io)
+    _check_allocate(allocate)
     if staged is False and io == "direct":
         raise ValueError("io='direct' reads through the staging ring: not with staged=False")
     if staged is False and io == "auto":
         io = "buffered"
+    timer = _staging.Timer()
     with _opened(path, device, names, io) as (shards, wanted, make, device, direct):
-        # Every tensor made before the first read: no allocation in the
-        # loop that keeps the reads going.
-        outputs = {e.name: make(e) for entries in wanted for e in entries}
+        timer.step("open")
         if device.type == "cuda" or staged or any(fd is not None for fd in direct):
-            return dict(_stream_staged(shards, wanted, lambda e: outputs[e.name], device, dtype,
-                                       threads, context, staging_bytes, chunk_bytes, direct))
+            if allocate == "block":
+                out = _load_blocks(shards, wanted, device, threads, context, staging_bytes,
+                                   chunk_bytes, direct, timer)
+                return {k: _converted(v, dtype) for k, v in out.items()}
+            return dict(_read_rounds(shards, wanted, make, device, dtype, threads, context,
+                                     staging_bytes, chunk_bytes, direct, 1 << 62))
+        outputs = {e.name: make(e) for entries in wanted for e in entries}
         for (fd, header, f), entries in zip(shards, wanted):
             _load_cpu(fd, entries, header, outputs, f, threads, context)
     return {k: _converted(v, dtype) for k, v in outputs.items()}

@@ -258,9 +258,10 @@ def test_o_direct_refused_is_an_error_for_direct_only(tmp_path, baseline, device
         sbt.load_safetensors(tmp_path, device, io="auto", **RING)
 
 
-def test_a_short_read_that_misses_wanted_bytes_is_eio(direct_dir, baseline, monkeypatch):
+def test_a_short_read_that_misses_wanted_bytes_is_enodata(direct_dir, baseline, monkeypatch):
     """A file cut short after its header was read: the O_DIRECT read stops
-    at the new end, before bytes the piece needs."""
+    at the new end, before bytes a tensor needs: ENODATA (the file ended
+    first, as for a buffered read), naming the file and the tensor."""
     path = str(direct_dir / "m.safetensors")
     write_unaligned(path)
     real = loading._open_shards
@@ -272,8 +273,8 @@ def test_a_short_read_that_misses_wanted_bytes_is_eio(direct_dir, baseline, monk
     monkeypatch.setattr(loading, "_open_shards", then_truncate)
     with pytest.raises(svmbatch.Error) as e:
         sbt.load_safetensors(path, io="direct", **RING)
-    assert e.value.errno == errno.EIO and path in str(e.value)
-    assert "O_DIRECT read at file offset" in str(e.value)
+    assert e.value.errno == errno.ENODATA and path in str(e.value)
+    assert "reading tensor 'e'" in str(e.value)
 
 
 def test_io_must_be_one_of_three(tmp_path, baseline):

@@ -70,21 +70,21 @@ def same_bytes(got, want, what):
 
 def bytes_read(sbt, load, device):
     """What load() reads on this rank, and on all ranks together."""
-    import svmbatch.loading as loading
+    import svmbatch._staging as staging
 
-    real_stream = loading._stream_staged
+    real_read = staging.Reader.read
     read = 0
 
-    def counting(shards, wanted, *args, **kwargs):
+    def counting(self, extents):
         nonlocal read
-        read += sum(e.nbytes for entries in wanted for e in entries)
-        return real_stream(shards, wanted, *args, **kwargs)
+        read += sum(x[2] for x in extents)
+        return real_read(self, extents)
 
-    loading._stream_staged = counting
+    staging.Reader.read = counting
     try:
         load()
     finally:
-        loading._stream_staged = real_stream
+        staging.Reader.read = real_read
     total = torch.tensor([read], device=device)  # where the backend moves bytes
     dist.all_reduce(total)
     return read, int(total)
@@ -212,20 +212,20 @@ def check_failures(d, rank, world, device, sbt):
         loading._os.open = real_open
 
     # Reads that fail after the first pieces came in.
-    real_stream = loading._stream_staged
+    real_rounds = loading._read_rounds
 
-    def failing_stream(*args, **kwargs):
-        for n, pair in enumerate(real_stream(*args, **kwargs)):
+    def failing_rounds(*args, **kwargs):
+        for n, pair in enumerate(real_rounds(*args, **kwargs)):
             if n == 2:
                 raise OSError(errno.EIO, "Input/output error (the test's) reading piece 2")
             yield pair
 
     if rank == victim:
-        loading._stream_staged = failing_stream
+        loading._read_rounds = failing_rounds
     try:
         expect("read")
     finally:
-        loading._stream_staged = real_stream
+        loading._read_rounds = real_rounds
 
     # Ranks asking for different tensors.
     expect("plan", names=["ids"] if rank == victim else ["ids", "big0"])
