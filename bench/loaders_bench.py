@@ -301,9 +301,17 @@ def child_job(spec: dict) -> dict:
         sync()
         return time.perf_counter() - t0, out
 
+    def profile():
+        """svmbatch's own breakdown of its last load (seconds per step)."""
+        if spec["loader"] != "svmbatch":
+            return None
+        import svmbatch._staging
+        return svmbatch._staging.last_profile
+
     first_s, out = timed()
     if spec.get("make_digest"):
         return {"digest": harness.digest(out), "first_s": first_s}
+    first_profile = profile()
     exact = harness.digest(out) == want
     del out
     for _ in range(spec.get("warmup", 0)):
@@ -316,8 +324,12 @@ def child_job(spec: dict) -> dict:
         steady.append(dt)
         exact = exact and harness.digest(out) == want
         del out
-    return {"first_s": first_s, "steady_s": steady, "exact": exact,
-            "loads_checked": 1 + spec.get("warmup", 0) + spec.get("steady", 0)}
+    result = {"first_s": first_s, "steady_s": steady, "exact": exact,
+              "loads_checked": 1 + spec.get("warmup", 0) + spec.get("steady", 0)}
+    if first_profile is not None:
+        result["first_profile"] = first_profile
+        result["steady_profile"] = profile() if steady else None
+    return result
 
 
 # --- the parent -------------------------------------------------------------
@@ -362,30 +374,49 @@ for c in configs:
 print(json.dumps(out))
 """
 
-SETUP = r"""
+PER_TENSOR = r"""
 import json, statistics, sys, time, torch
+import svmbatch.torch as sbt
 torch.empty(1, device="cuda"); torch.cuda.synchronize()
-import svmbatch, svmbatch.torch as sbt
-from svmbatch.arena import Arena
-nbytes, reps = int(sys.argv[1]), int(sys.argv[2])
-runs = []
-for _ in range(reps):
-    t0 = time.perf_counter()
-    arena = Arena(nbytes, cuda=True)
-    t1 = time.perf_counter()
-    reader = svmbatch._svmbatch.Reader(arena.registration, threads=0)
-    t2 = time.perf_counter()
-    reader.close(); arena.close()
-    t3 = time.perf_counter()
-    arena = Arena(nbytes, cuda=False)
-    t4 = time.perf_counter()
-    arena.close()
-    runs.append({"arena_cuda_ms": (t1 - t0) * 1e3, "reader_ms": (t2 - t1) * 1e3,
-                 "arena_host_only_ms": (t4 - t3) * 1e3})
-out = {"ring_bytes": nbytes, "runs": runs}
-out.update({k: statistics.median(r[k] for r in runs) for k in runs[0]})
+many, one, count, reps = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+out = {"tensors": count}
+for allocate in ("block", "tensor"):
+    times = {"many": [], "one": []}
+    for rep in range(reps + 1):
+        # Interleaved: one load of each file per repetition, the first
+        # repetition a warm-up.
+        for key, path in (("many", many), ("one", one)):
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            r = sbt.load_safetensors(path, "cuda", allocate=allocate)
+            torch.cuda.synchronize()
+            if rep:
+                times[key].append(time.perf_counter() - t0)
+            del r
+    m, o = statistics.median(times["many"]), statistics.median(times["one"])
+    out[allocate] = {"many_s": times["many"], "one_s": times["one"], "many_median_s": m,
+                     "one_median_s": o, "per_tensor_us": (m - o) / (count - 1) * 1e6}
 print(json.dumps(out))
 """
+
+
+def per_tensor(root: str, count: int, tensor_bytes: int, reps: int) -> dict:
+    """What a tensor costs svmbatch beyond its bytes: the steady load of
+    count tensors of tensor_bytes minus that of one tensor of the same
+    bytes (both on tmpfs, in one process, interleaved), per tensor."""
+    d = os.path.join(root, "svmbatch-loaders-per-tensor")
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
+    base = os.urandom(max(1 << 20, tensor_bytes) + 4096)
+    many, one = os.path.join(d, "many.safetensors"), os.path.join(d, "one.safetensors")
+    write_safetensors(many, [(f"t{i}", (tensor_bytes,), "U8") for i in range(count)], base, 1)
+    write_safetensors(one, [("t", (count * tensor_bytes,), "U8")], base, 2)
+    try:
+        out = diagnostic(PER_TENSOR, many, one, str(count), str(reps))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    out["tensor_bytes"] = tensor_bytes
+    return out
 
 
 def diagnostic(script: str, *argv: str) -> dict:
@@ -421,13 +452,15 @@ def parse_args(argv=None):
                     help="a smoke run: allows --reps < 5 and marks the JSON quick")
     ap.add_argument("--peers", default=",".join(PEER_ROWS))
     ap.add_argument("--variants", default="",
-                    help="svmbatch's io= modes measured beside its default (rows of ours)")
+                    help="svmbatch's io= modes, or allocate= modes (block, tensor), measured "
+                         "beside its default (rows of ours)")
     ap.add_argument("--no-floor", action="store_true", help="no dd row in the cold cells")
     ap.add_argument("--sweep", default="",
                     help="JSON list of load_safetensors keywords, each timed on the tmpfs "
                          "single file (a diagnostic)")
-    ap.add_argument("--setup-bytes", type=int, default=64 << 20,
-                    help="the staging ring whose setup is timed alone (0: not timed)")
+    ap.add_argument("--per-tensor", type=int, default=16384,
+                    help="tensors of the per-tensor diagnostic (0: none)")
+    ap.add_argument("--per-tensor-bytes", type=int, default=16 << 10)
     ap.add_argument("--device", default="cuda:0")
     ap.add_argument("--timeout", type=float, default=600, help="seconds a process may take")
     ap.add_argument("--out", help="also write the JSON here after every load")
@@ -490,7 +523,10 @@ def main(argv=None) -> int:
 
     rows = {"svmbatch": ("svmbatch", {}, {}, "ours")}
     for v in filter(None, args.variants.split(",")):
-        rows[f"svmbatch-io_{v}"] = ("svmbatch", {"io": v}, {}, "ours")
+        if v in ("block", "tensor"):
+            rows[f"svmbatch-allocate_{v}"] = ("svmbatch", {"allocate": v}, {}, "ours")
+        else:
+            rows[f"svmbatch-io_{v}"] = ("svmbatch", {"io": v}, {}, "ours")
     for p in filter(None, args.peers.split(",")):
         rows[p] = PEER_ROWS[p] + ("peer",)
 
@@ -538,16 +574,16 @@ def main(argv=None) -> int:
         log(f"{cname}: {json.dumps(s)}")
         harness.write_json(doc, args.out)
 
-    # Diagnostics of svmbatch alone: its staging parameters, its first
-    # load's setup.
+    # A diagnostic of svmbatch alone: its staging parameters.
     tmpfs_single = [d for d in made if d.endswith("tmpfs-single")]
     if args.sweep and tmpfs_single:
         doc["staging_sweep"] = diagnostic(SWEEP, os.path.join(tmpfs_single[0],
                                                               "model.safetensors"),
                                           args.sweep, str(args.reps))
-    if args.setup_bytes and args.device.startswith("cuda"):
-        doc["first_load_setup"] = diagnostic(SETUP, str(args.setup_bytes), str(args.reps))
-        log(f"setup: {doc['first_load_setup']}")
+    if args.per_tensor and args.device.startswith("cuda"):
+        doc["per_tensor"] = per_tensor(args.tmpfs, args.per_tensor, args.per_tensor_bytes,
+                                       args.reps)
+        log(f"per tensor: {json.dumps(doc['per_tensor'])[:400]}")
     doc["summary"] = {n: c["summary"] for n, c in doc["cells"].items() if "summary" in c}
     bad = harness.ours_failures(doc)
     doc["ours_failures"] = bad
