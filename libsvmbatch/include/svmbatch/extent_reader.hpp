@@ -107,7 +107,9 @@ public:
 				       StreamCopier *copier = nullptr);
 
 	/// The set-up steps and what each took: "staging" (mapping the
-	/// chunks' memory), "register", "gpu-map", "ring", "fixed", "reader".
+	/// chunks' memory), "register", "ring", "fixed", "reader" one after
+	/// the other, and "gpu-map" beside the last three (then
+	/// "gpu-map-wait": what was left of it after them).
 	const std::vector<ExtentReaderStep> &setup() const noexcept;
 	const ExtentReadStats &last_read() const noexcept;
 	std::size_t chunk_bytes() const noexcept;
