@@ -107,6 +107,10 @@ def check_index(checkpoint: Checkpoint, names_by_file: _Sequence[_Sequence[str]]
     each of checkpoint.files, in order) disagree with the index."""
     if checkpoint.weight_map is None:
         return
+    # The usual case in one comparison; the loop below says what differs.
+    if {name: f for f, names in zip(checkpoint.files, names_by_file)
+            for name in names} == checkpoint.weight_map:
+        return
     index = checkpoint.index
     found = {}
     for f, names in zip(checkpoint.files, names_by_file):

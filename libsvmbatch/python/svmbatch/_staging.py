@@ -95,6 +95,45 @@ def release() -> None:
 def take(device, context, threads, staging_bytes, chunk_bytes):
     """The kept reader if it was made for the same device and options,
     else a new one (the kept one freed)."""
+    return prepare(device, context, threads, staging_bytes, chunk_bytes).get()
+
+
+class Pending:
+    """A reader being made on a thread of its own (its set-up releases
+    the GIL), while the load parses and plans."""
+
+    def __init__(self, ready=None, make=None):
+        self.result = ready
+        self.error = None
+        self.thread = None
+        if make is not None:
+            def run():
+                try:
+                    self.result = make()
+                except BaseException as e:  # raised by get()
+                    self.error = e
+            self.thread = _threading.Thread(target=run, name="svmbatch-setup", daemon=True)
+            self.thread.start()
+
+    def get(self):
+        if self.thread is not None:
+            self.thread.join()
+            self.thread = None
+        if self.error is not None:
+            raise self.error
+        return self.result
+
+    def give_back(self):
+        """For a load that ends without using it: kept for the next."""
+        try:
+            r = self.get()
+        except Exception:  # the load's own error says what went wrong
+            return
+        give_back(r)
+
+
+def prepare(device, context, threads, staging_bytes, chunk_bytes):
+    """take(), the making of a new reader started on a thread."""
     global _kept
     chunk_bytes = max(4096, chunk_bytes // 4096 * 4096)
     staging_bytes = max(staging_bytes, 2 * chunk_bytes)
@@ -106,8 +145,14 @@ def take(device, context, threads, staging_bytes, chunk_bytes):
         r = None
     if r is not None:
         r.fresh = False
-        return r
-    return Reader(key, device, context, threads, staging_bytes, chunk_bytes)
+        return Pending(ready=r)
+    if device.type == "cuda":
+        # The backend (and CUDA's context) first, on this thread.
+        backend, reason = _common.cuda_backend(device)
+        if backend is None:
+            raise _common.no_cuda(f"device {device}: {reason}")
+    return Pending(make=lambda: Reader(key, device, context, threads, staging_bytes,
+                                       chunk_bytes))
 
 
 def give_back(r):
@@ -120,13 +165,16 @@ def give_back(r):
 
 
 class Item:
-    """One wanted tensor: its shard, entry, and where it goes."""
-    __slots__ = ("s", "entry", "offset")
+    """One wanted tensor: its shard, entry, its bytes in the file's data
+    section, and where it goes in its block."""
+    __slots__ = ("s", "entry", "begin", "end", "offset")
 
     def __init__(self, s, entry):
         self.s = s
         self.entry = entry
-        self.offset = 0  # in its block
+        self.begin = entry.begin
+        self.end = entry.end
+        self.offset = 0
 
 
 def layout(items):
@@ -135,38 +183,38 @@ def layout(items):
     the block the file offset's modulo _BLOCK_ALIGN.  Returns the block's
     size."""
     size = 0
-    prev = None
+    prev_s = prev_end = None
+    at = 0
     for it in items:
-        e = it.entry
-        if prev is not None and prev.s == it.s and prev.entry.end == e.begin:
-            it.offset = prev.offset + prev.entry.nbytes
+        if it.s == prev_s and it.begin == prev_end:
+            it.offset = at
         else:
-            base = -(-size // _BLOCK_ALIGN) * _BLOCK_ALIGN
-            it.offset = base + e.begin % _BLOCK_ALIGN
-        size = max(size, it.offset + e.nbytes)
-        prev = it
+            it.offset = at = -(-size // _BLOCK_ALIGN) * _BLOCK_ALIGN + it.begin % _BLOCK_ALIGN
+        at += it.end - it.begin
+        size = max(size, at)
+        prev_s, prev_end = it.s, it.end
     return size
 
 
 def extents_of(items, starts, fds, address):
-    """The extents of items placed at address + offset, runs merged, and
-    per extent its items."""
+    """The extents of items placed at address + offset (runs of items
+    adjacent in the file and the block merged), and per extent its items."""
     extents = []
     owners = []
+    prev = None
     for it in items:
-        e = it.entry
-        n = e.nbytes
+        n = it.end - it.begin
         if not n:
             continue
-        if owners and owners[-1][-1].s == it.s and owners[-1][-1].entry.end == e.begin and \
-                owners[-1][-1].offset + owners[-1][-1].entry.nbytes == it.offset:
-            fd, off, length, dst = extents[-1]
-            extents[-1] = (fd, off, length + n, dst)
+        if prev is not None and prev.s == it.s and prev.end == it.begin and \
+                prev.offset + (prev.end - prev.begin) == it.offset:
             owners[-1].append(it)
-            continue
-        extents.append((fds[it.s], starts[it.s] + e.begin, n, address + it.offset))
-        owners.append([it])
-    return extents, owners
+        else:
+            extents.append([fds[it.s], starts[it.s] + it.begin, 0, address + it.offset])
+            owners.append([it])
+        extents[-1][2] += n
+        prev = it
+    return [tuple(x) for x in extents], owners
 
 
 def check(results, extents, owners, paths):
@@ -197,36 +245,84 @@ def contiguous_strides(shape):
     return tuple(reversed(strides))
 
 
+# The longest repeating unit views() looks for: the tensors of an MoE
+# expert, a transformer layer.
+_MAX_PERIOD = 32
+
+
 def views(block, items, specs):
-    """(name, tensor) of items, views of block (uint8) at their offsets."""
+    """(name, tensor) of items (in block order), views of block (uint8)
+    at their offsets.  Where a unit of tensors repeats at an even spacing
+    (an MoE layer's experts, a model's layers: the same dtypes and
+    shapes, in the same order) each tensor of the unit is cut for every
+    repetition by one as_strided and unbind, so a tensor costs no Python
+    call of its own."""
+    n = len(items)
+    spec = [specs[it.entry.name] for it in items]
+    offset = [it.offset for it in items]
+    out = [None] * n
     typed = {}
-    out = []
-    for it in items:
-        dtype, shape, strides, size = specs[it.entry.name]
-        if it.offset % size:
+
+    def base_of(dtype, size):
+        t = typed.get(dtype)
+        if t is None:
+            t = typed[dtype] = block[:block.numel() // size * size].view(dtype)
+        return t
+
+    i = 0
+    while i < n:
+        period = reps = 0
+        for p in range(1, min(_MAX_PERIOD, (n - i) // 2) + 1):
+            step = offset[i + p] - offset[i]
+            if spec[i + p] is not spec[i] or step <= 0:
+                continue
+            if all(spec[i + p + q] is spec[i + q] and offset[i + p + q] - offset[i + q] == step
+                   and offset[i + q] % spec[i + q][3] == 0 and step % spec[i + q][3] == 0
+                   for q in range(p)):
+                period, reps = p, 2
+                end = i + 3 * p
+                while end <= n and all(spec[end - p + q] is spec[i + q] and
+                                       offset[end - p + q] - offset[end - 2 * p + q] == step
+                                       for q in range(p)):
+                    reps += 1
+                    end += p
+                break
+        if period:
+            for q in range(period):
+                dtype, shape, strides, size = spec[i + q]
+                run = base_of(dtype, size).as_strided(
+                    (reps,) + shape, (step // size,) + strides, offset[i + q] // size)
+                out[i + q:i + period * reps:period] = run.unbind(0)
+            i += period * reps
+            continue
+        dtype, shape, strides, size = spec[i]
+        if offset[i] % size:
             # A tensor the file does not align: a copy of its own.
-            t = block[it.offset:it.offset + it.entry.nbytes].clone().view(dtype).view(shape)
+            out[i] = block[offset[i]:offset[i] + items[i].entry.nbytes].clone().view(
+                dtype).view(shape)
         else:
-            base = typed.get(dtype)
-            if base is None:
-                base = typed[dtype] = block[:block.numel() // size * size].view(dtype)
-            t = base.as_strided(shape, strides, it.offset // size)
-        out.append((it.entry.name, t))
-    return out
+            out[i] = base_of(dtype, size).as_strided(shape, strides, offset[i] // size)
+        i += 1
+    return [(it.entry.name, t) for it, t in zip(items, out)]
 
 
 def specs_of(shards, wanted):
     """name -> (torch dtype, shape, strides, item size), checked before
-    anything is read."""
+    anything is read; one tuple per distinct dtype and shape."""
     specs = {}
+    known = {}
     sizes = {}
     for (_, _, f), entries in zip(shards, wanted):
         for e in entries:
-            dtype, shape = _common.torch_dtype(e, f)
-            size = sizes.get(dtype)
-            if size is None:  # torch 1.13's dtypes have no itemsize
-                size = sizes[dtype] = _torch.empty((), dtype=dtype).element_size()
-            specs[e.name] = (dtype, shape, contiguous_strides(shape), size)
+            key = (e.dtype, e.shape)
+            spec = known.get(key)
+            if spec is None:
+                dtype, shape = _common.torch_dtype(e, f)
+                size = sizes.get(dtype)
+                if size is None:  # torch 1.13's dtypes have no itemsize
+                    size = sizes[dtype] = _torch.empty((), dtype=dtype).element_size()
+                spec = known[key] = (dtype, shape, contiguous_strides(shape), size)
+            specs[e.name] = spec
     return specs
 
 

@@ -70,7 +70,7 @@ def _targets(items, make):
 
 
 def _read_rounds(shards, wanted, make, device, dtype, threads, context, staging_bytes,
-                 chunk_bytes, direct, round_bytes):
+                 chunk_bytes, direct, round_bytes, specs=None):
     """Yield (name, tensor) of the wanted entries (per shard of shards,
     (fd, header, path) each, in file order), in file order, read a round
     at a time (round_bytes of tensors, a larger tensor a round of its own)
@@ -85,7 +85,8 @@ def _read_rounds(shards, wanted, make, device, dtype, threads, context, staging_
     paths = [p for _, _, p in shards]
     fds = _fds(shards, direct)
     items = [_staging.Item(s, e) for s, entries in enumerate(wanted) for e in entries]
-    specs = _staging.specs_of(shards, wanted) if make is None else None
+    if make is None and specs is None:
+        specs = _staging.specs_of(shards, wanted)
     reader = _staging.take(device, context, threads, staging_bytes, chunk_bytes)
     try:
         for batch in _staging.rounds(items, round_bytes):
@@ -113,28 +114,30 @@ def _read_rounds(shards, wanted, make, device, dtype, threads, context, staging_
         _staging.give_back(reader)
 
 
-def _load_blocks(shards, wanted, device, threads, context, staging_bytes, chunk_bytes, direct,
-                 timer):
+def _load_blocks(shards, wanted, specs, device, reader, direct, timer):
     """dict name -> tensor of the wanted entries: one block per shard,
     every shard's extents read in one call (the next shard's reads overlap
     this one's copies), the tensors views of the blocks."""
-    starts = [h.data_start for _, h, _ in shards]
-    paths = [p for _, _, p in shards]
-    fds = _fds(shards, direct)
-    specs = _staging.specs_of(shards, wanted)
-    per_shard = [[_staging.Item(s, e) for e in entries] for s, entries in enumerate(wanted)]
-    sizes = [_staging.layout(batch) for batch in per_shard]
-    timer.step("plan")
-    blocks = [_torch.empty(n, dtype=_torch.uint8, device=device) for n in sizes]
-    timer.step("allocate")
-    extents = []
-    owners = []
-    for block, batch in zip(blocks, per_shard):
-        x, o = _staging.extents_of(batch, starts, fds, block.data_ptr())
-        extents += x
-        owners += o
-    timer.step("plan")
-    reader = _staging.take(device, context, threads, staging_bytes, chunk_bytes)
+    try:
+        starts = [h.data_start for _, h, _ in shards]
+        paths = [p for _, _, p in shards]
+        fds = _fds(shards, direct)
+        per_shard = [[_staging.Item(s, e) for e in entries] for s, entries in enumerate(wanted)]
+        sizes = [_staging.layout(batch) for batch in per_shard]
+        timer.step("plan")
+        blocks = [_torch.empty(n, dtype=_torch.uint8, device=device) for n in sizes]
+        timer.step("allocate")
+        extents = []
+        owners = []
+        for block, batch in zip(blocks, per_shard):
+            x, o = _staging.extents_of(batch, starts, fds, block.data_ptr())
+            extents += x
+            owners += o
+        timer.step("plan")
+    except BaseException:
+        reader.give_back()
+        raise
+    reader = reader.get()
     timer.step("reader")
     try:
         _staging.check(reader.read(extents), extents, owners, paths)
@@ -161,13 +164,15 @@ def _open_shards(checkpoint):
             shards[-1] = (fd, _read_header(fd, f), f)
         _checkpoint.check_index(checkpoint,
                                 [[e.name for e in h.entries] for _, h, _ in shards])
-        seen = {}
-        for _, header, f in shards:
-            for e in header.entries:
-                if e.name in seen:
-                    raise _checkpoint.CheckpointIndexError(
-                        f"tensor {e.name!r} is in both {seen[e.name]} and {f}")
-                seen[e.name] = f
+        if len({e.name for _, h, _ in shards for e in h.entries}) != \
+                sum(len(h.entries) for _, h, _ in shards):
+            seen = {}
+            for _, header, f in shards:
+                for e in header.entries:
+                    if e.name in seen:
+                        raise _checkpoint.CheckpointIndexError(
+                            f"tensor {e.name!r} is in both {seen[e.name]} and {f}")
+                    seen[e.name] = f
     except BaseException:
         for fd, _, _ in shards:
             _os.close(fd)
@@ -206,15 +211,13 @@ def _wanted(shards, names, where):
 
 def _maker(shards, wanted, device):
     """The torch dtype and shape of every wanted entry, checked before
-    anything is read; make(entry) allocates its tensor."""
-    specs = {}
-    for (_, _, f), entries in zip(shards, wanted):
-        for e in entries:
-            specs[e.name] = _common.torch_dtype(e, f)
+    anything is read (make.specs); make(entry) allocates its tensor."""
+    specs = _staging.specs_of(shards, wanted)
 
     def make(e):
-        kind, shape = specs[e.name]
+        kind, shape = specs[e.name][:2]
         return _torch.empty(shape, dtype=kind, device=device)
+    make.specs = specs
     return make
 
 
@@ -331,7 +334,7 @@ def iter_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
     with _opened(path, device, names, io) as (shards, wanted, make, device, direct):
         yield from _read_rounds(shards, wanted, make if allocate == "tensor" else None, device,
                                 dtype, threads, context, staging_bytes, chunk_bytes, direct,
-                                round_bytes)
+                                round_bytes, make.specs)
 
 
 def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int] = "cpu",
@@ -377,16 +380,32 @@ def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
     if staged is False and io == "auto":
         io = "buffered"
     timer = _staging.Timer()
-    with _opened(path, device, names, io) as (shards, wanted, make, device, direct):
-        timer.step("open")
-        if device.type == "cuda" or staged or any(fd is not None for fd in direct):
-            if allocate == "block":
-                out = _load_blocks(shards, wanted, device, threads, context, staging_bytes,
-                                   chunk_bytes, direct, timer)
-                return {k: _converted(v, dtype) for k, v in out.items()}
-            return dict(_read_rounds(shards, wanted, make, device, dtype, threads, context,
-                                     staging_bytes, chunk_bytes, direct, 1 << 62))
-        outputs = {e.name: make(e) for entries in wanted for e in entries}
-        for (fd, header, f), entries in zip(shards, wanted):
-            _load_cpu(fd, entries, header, outputs, f, threads, context)
-    return {k: _converted(v, dtype) for k, v in outputs.items()}
+    # The reader is made (or the kept one taken) while the files are
+    # opened and planned; an invalid device is left to _opened to say.
+    try:
+        early = _device_of(device, "")
+    except Exception:
+        early = None
+    pending = None
+    if early is not None and (early.type == "cuda" or staged):
+        pending = _staging.prepare(early, context, threads, staging_bytes, chunk_bytes)
+    try:
+        with _opened(path, device, names, io) as (shards, wanted, make, device, direct):
+            timer.step("open")
+            if device.type == "cuda" or staged or any(fd is not None for fd in direct):
+                if allocate == "block":
+                    if pending is None:
+                        pending = _staging.prepare(device, context, threads, staging_bytes,
+                                                   chunk_bytes)
+                    reader, pending = pending, None
+                    out = _load_blocks(shards, wanted, make.specs, device, reader, direct, timer)
+                    return {k: _converted(v, dtype) for k, v in out.items()}
+                return dict(_read_rounds(shards, wanted, make, device, dtype, threads, context,
+                                         staging_bytes, chunk_bytes, direct, 1 << 62))
+            outputs = {e.name: make(e) for entries in wanted for e in entries}
+            for (fd, header, f), entries in zip(shards, wanted):
+                _load_cpu(fd, entries, header, outputs, f, threads, context)
+        return {k: _converted(v, dtype) for k, v in outputs.items()}
+    finally:
+        if pending is not None:
+            pending.give_back()

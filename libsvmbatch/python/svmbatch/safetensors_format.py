@@ -11,6 +11,7 @@ ValueError) naming the file and what is wrong with it.
 """
 
 import json as _json
+import operator as _operator
 import os as _os
 import struct as _struct
 import typing as _typing
@@ -45,9 +46,9 @@ class FormatError(ValueError):
     """A file that is not valid safetensors."""
 
 
-@_dataclass(frozen=True)
-class Entry:
-    """One tensor of the file: [begin, end) of the data section."""
+class Entry(_typing.NamedTuple):
+    """One tensor of the file: [begin, end) of the data section.  A named
+    tuple: a checkpoint has tens of thousands of them."""
 
     name: str
     dtype: str
@@ -87,6 +88,30 @@ def _no_duplicates(pairs):
 
 
 def _entry(path, name, spec):
+    """The Entry of a valid spec, on a path with no per-tensor string or
+    set; any doubt goes to _checked_entry, which says what is wrong."""
+    try:
+        if type(spec) is dict and len(spec) == 3:
+            dtype, shape, offsets = spec["dtype"], spec["shape"], spec["data_offsets"]
+            bits = ITEM_BITS[dtype]
+            if type(shape) is list and type(offsets) is list and len(offsets) == 2:
+                begin, end = offsets
+                # type() is int: no bool, no float.
+                if type(begin) is int and type(end) is int and 0 <= begin <= end:
+                    elements = 1
+                    for d in shape:
+                        if type(d) is not int or d < 0:
+                            break
+                        elements *= d
+                    else:
+                        if elements * bits == (end - begin) * 8:
+                            return Entry(name, dtype, tuple(shape), begin, end)
+    except (KeyError, TypeError):
+        pass
+    return _checked_entry(path, name, spec)
+
+
+def _checked_entry(path, name, spec):
     where = f"{path}: tensor {name!r}"
     if not isinstance(spec, dict) or set(spec) != {"dtype", "shape", "data_offsets"}:
         raise FormatError(f"{where}: expected dtype, shape and data_offsets, got {spec!r:.200}")
@@ -112,6 +137,9 @@ def _entry(path, name, spec):
         raise FormatError(f"{where}: shape {shape} x {dtype} is {bits // 8} "
                           f"bytes, data_offsets span {end - begin}")
     return Entry(name, dtype, tuple(shape), begin, end)
+
+
+_by_offsets = _operator.itemgetter(3, 4)  # an Entry's (begin, end)
 
 
 def read_header(fd: int, path: _typing.Union[str, _os.PathLike] = "<fd>") -> Header:
@@ -142,8 +170,8 @@ def read_header(fd: int, path: _typing.Union[str, _os.PathLike] = "<fd>") -> Hea
     if not isinstance(metadata, dict) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in metadata.items()):
         raise FormatError(f"{path}: __metadata__ is not an object of strings")
-    entries = sorted((_entry(path, name, spec) for name, spec in doc.items()),
-                     key=lambda e: (e.begin, e.end))
+    entries = sorted([_entry(path, name, spec) for name, spec in doc.items()],
+                     key=_by_offsets)
     data_bytes = size - 8 - n
     at = 0
     for e in entries:
