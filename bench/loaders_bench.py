@@ -43,11 +43,12 @@ safetensors' own load of the same files.  The summary of each cell
 divides svmbatch's row by the best peer row (bench/harness.py's
 summarize_cell), naming both.
 
-The defaults (3 GiB hot checkpoints, about 7,600 tensors in the MoE one,
-2 GiB cold ones, 5 repetitions, one warm-up and one steady load) are sized
-for the device tool's calls of at most 10 minutes on a 16-core H200:
-the tmpfs and cold cells in one call, the hot ext4 cells (where the
-peers' O_DIRECT rows read the disk) in another (--cells).
+The defaults (3 GiB hot single files, a 4 GiB MoE checkpoint of about
+11,600 tensors in 6 shards, 4 GiB cold ones, 5 repetitions, one warm-up
+and one steady load) are sized
+for the device tool's calls of at most 10 minutes on a 16-core H200: the
+tmpfs cells, the cold cells and the hot ext4 cells (where the peers'
+O_DIRECT rows read the disk) each in a call of their own (--cells).
 
 JSON on stdout and in --out (rewritten after every load); progress on
 stderr.  Exit 1 if any load of svmbatch failed or differed.
@@ -88,7 +89,7 @@ METHOD = ("each row (a loader in one mode) in a fresh process per repetition, fo
 HIDDEN, INTER, KV, VOCAB = 4096, 14336, 1024, 32000
 # A Qwen3-MoE-like layer: FP8 experts of 1 MiB matrices with float32 scales.
 MOE_HIDDEN, MOE_INTER, MOE_KV, MOE_VOCAB, BLOCK = 2048, 512, 512, 32000, 128
-DTYPE_SIZE = {"BF16": 2, "F32": 4, "F8_E4M3": 1}
+DTYPE_SIZE = {"BF16": 2, "F32": 4, "F8_E4M3": 1, "U8": 1}
 TORCH_DTYPE = {"BF16": "bfloat16", "F32": "float32", "F8_E4M3": "float8_e4m3fn"}
 
 PEER_ROWS = {
@@ -439,10 +440,10 @@ def parse_args(argv=None):
     ap.add_argument("--gib", type=float, default=3, help="the single file's size")
     ap.add_argument("--sharded-gib", type=float, default=8)
     ap.add_argument("--shards", type=int, default=4)
-    ap.add_argument("--moe-gib", type=float, default=3)
-    ap.add_argument("--moe-shards", type=int, default=4)
-    ap.add_argument("--moe-experts", type=int, default=64, help="experts a layer")
-    ap.add_argument("--cold-gib", type=float, default=2, help="each cold checkpoint's size")
+    ap.add_argument("--moe-gib", type=float, default=4)
+    ap.add_argument("--moe-shards", type=int, default=6)
+    ap.add_argument("--moe-experts", type=int, default=128, help="experts a layer")
+    ap.add_argument("--cold-gib", type=float, default=4, help="each cold checkpoint's size")
     ap.add_argument("--reps", type=int, default=harness.MIN_REPS)
     ap.add_argument("--warmup-loads", type=int, default=1,
                     help="untimed loads after the first, in each process (every row alike)")
