@@ -49,12 +49,17 @@ ExtentPlan plan_extents(std::span<const Extent> extents, std::span<const bool> d
 			std::uint64_t lo = std::max(at, begin);
 			std::uint64_t hi = std::min(at + r.length, end);
 			r.needed = static_cast<std::size_t>(hi - at);
-			while (k < j && extents[k].file_offset + extents[k].length <= lo)
+			// An empty extent of the run may claim any offset: skip it,
+			// never stop at it.
+			while (k < j && (extents[k].length == 0 ||
+					 extents[k].file_offset + extents[k].length <= lo))
 				k++;
-			for (std::size_t m = k; m < j && extents[m].file_offset < hi; m++) {
+			for (std::size_t m = k; m < j; m++) {
 				const Extent &e = extents[m];
 				if (e.length == 0)
 					continue;
+				if (e.file_offset >= hi)
+					break;
 				std::uint64_t a0 = std::max(lo, e.file_offset);
 				std::uint64_t b0 = std::min(hi, e.file_offset + e.length);
 				plan.pieces.push_back({m, static_cast<std::size_t>(a0 - at),
