@@ -10,10 +10,13 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <exception>
+#include <memory>
 #include <optional>
 #include <string>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "uring/driver_pool.hpp"
 #include "uring/io_plan.hpp"
@@ -124,17 +127,49 @@ IoEngine::IoEngine(IoOp op, ::io_uring &ring, const FixedBuffers &fixed, const I
 
 /*
  * n more rings of depth entries, each holding the caller's fixed buffers:
- * cloned where asked and possible, else registered again.
+ * cloned where asked and possible, else registered again.  Several are
+ * made at once, each on a thread of its own: a ring and its table cost
+ * about a millisecond each, and a first load waits for all of them.
  */
 void IoEngine::add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned depth, bool clone)
 {
-	for (unsigned i = 0; i < n; i++) {
-		auto pr = std::make_unique<PrivateRing>(depth);
+	struct Made {
+		std::unique_ptr<PrivateRing> ring;
 		bool cloned = false;
-		pr->hold(fixed.mirror(pr->ring(), clone, cloned));
-		sharing_ = cloned ? BufferSharing::Cloned : BufferSharing::Registered;
-		setup_.rings.push_back({&pr->ring(), depth});
-		private_.push_back(std::move(pr));
+		std::exception_ptr error;
+	};
+	std::vector<Made> made(n);
+	auto make = [&](unsigned i) {
+		try {
+			made[i].ring = std::make_unique<PrivateRing>(depth);
+			made[i].ring->hold(fixed.mirror(made[i].ring->ring(), clone, made[i].cloned));
+		} catch (...) {
+			made[i].error = std::current_exception();
+		}
+	};
+	if (n == 1) {
+		make(0);
+	} else {
+		std::vector<std::thread> threads;
+		threads.reserve(n);
+		try {
+			for (unsigned i = 0; i < n; i++)
+				threads.emplace_back(make, i);
+		} catch (...) {
+			// No thread to spare: the rest made here, one by one.
+			for (unsigned i = static_cast<unsigned>(threads.size()); i < n; i++)
+				make(i);
+		}
+		for (std::thread &t : threads)
+			t.join();
+	}
+	for (Made &m : made)
+		if (m.error)
+			std::rethrow_exception(m.error);
+	for (Made &m : made) {
+		sharing_ = m.cloned ? BufferSharing::Cloned : BufferSharing::Registered;
+		setup_.rings.push_back({&m.ring->ring(), depth});
+		private_.push_back(std::move(m.ring));
 	}
 }
 
