@@ -5,6 +5,8 @@ tensors of each shard as extents, laid out in device blocks or one tensor
 each) and the one call that reads it.  Private: loading and distributed
 use it."""
 
+import contextlib as _contextlib
+import gc as _gc
 import threading as _threading
 import time as _time
 import typing as _typing
@@ -53,6 +55,20 @@ class Timer:
             self.profile["reader_setup"] = {n: ns / 1e9 for n, ns in reader.reader.setup}
         self.profile["last_read"] = reader.reader.last_read
         last_profile = self.profile
+
+
+@_contextlib.contextmanager
+def no_gc():
+    """The cyclic garbage collector held off while a load makes its tens
+    of thousands of entries, items and views (none of them in a cycle):
+    its passes over them cost more than making them."""
+    was = _gc.isenabled()
+    _gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            _gc.enable()
 
 
 class Reader:

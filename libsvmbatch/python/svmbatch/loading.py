@@ -90,24 +90,25 @@ def _read_rounds(shards, wanted, make, device, dtype, threads, context, staging_
     reader = _staging.take(device, context, threads, staging_bytes, chunk_bytes)
     try:
         for batch in _staging.rounds(items, round_bytes):
-            if make is None:
-                size = _staging.layout(batch)
-                block = _torch.empty(size, dtype=_torch.uint8, device=device)
-                extents, owners = _staging.extents_of(batch, starts, fds, block.data_ptr())
-                _staging.check(reader.read(extents), extents, owners, paths)
-                out = _staging.views(block, batch, specs)
-                del block
-            else:
-                tensors = _targets(batch, make)
-                extents = [(fds[it.s], starts[it.s] + it.entry.begin, it.entry.nbytes,
-                            t.data_ptr()) for it, t in zip(batch, tensors) if it.entry.nbytes]
-                owners = [[it] for it in batch if it.entry.nbytes]
-                _staging.check(reader.read(extents), extents, owners, paths)
-                out = [(it.entry.name, t) for it, t in zip(batch, tensors)]
-                del tensors
-            # Handed out from the end of a reversed list, so that the
-            # generator's frame refers to no tensor it handed out.
-            out = [(name, _converted(t, dtype)) for name, t in reversed(out)]
+            with _staging.no_gc():
+                if make is None:
+                    size = _staging.layout(batch)
+                    block = _torch.empty(size, dtype=_torch.uint8, device=device)
+                    extents, owners = _staging.extents_of(batch, starts, fds, block.data_ptr())
+                    _staging.check(reader.read(extents), extents, owners, paths)
+                    out = _staging.views(block, batch, specs)
+                    del block
+                else:
+                    tensors = _targets(batch, make)
+                    extents = [(fds[it.s], starts[it.s] + it.entry.begin, it.entry.nbytes,
+                                t.data_ptr()) for it, t in zip(batch, tensors) if it.entry.nbytes]
+                    owners = [[it] for it in batch if it.entry.nbytes]
+                    _staging.check(reader.read(extents), extents, owners, paths)
+                    out = [(it.entry.name, t) for it, t in zip(batch, tensors)]
+                    del tensors
+                # Handed out from the end of a reversed list, so that the
+                # generator's frame refers to no tensor it handed out.
+                out = [(name, _converted(t, dtype)) for name, t in reversed(out)]
             while out:
                 yield out.pop()
     finally:
@@ -156,27 +157,28 @@ def _open_shards(checkpoint):
     """(fd, header, path) of every shard, checked against the index and
     against each other (a tensor name in two shards); closes what it
     opened if anything is wrong."""
-    shards = []
-    try:
-        for f in checkpoint.files:
-            fd = _os.open(f, _os.O_RDONLY | _os.O_CLOEXEC)
-            shards.append((fd, None, f))
-            shards[-1] = (fd, _read_header(fd, f), f)
-        _checkpoint.check_index(checkpoint,
-                                [[e.name for e in h.entries] for _, h, _ in shards])
-        if len({e.name for _, h, _ in shards for e in h.entries}) != \
-                sum(len(h.entries) for _, h, _ in shards):
-            seen = {}
-            for _, header, f in shards:
-                for e in header.entries:
-                    if e.name in seen:
-                        raise _checkpoint.CheckpointIndexError(
-                            f"tensor {e.name!r} is in both {seen[e.name]} and {f}")
-                    seen[e.name] = f
-    except BaseException:
-        for fd, _, _ in shards:
-            _os.close(fd)
-        raise
+    with _staging.no_gc():
+        shards = []
+        try:
+            for f in checkpoint.files:
+                fd = _os.open(f, _os.O_RDONLY | _os.O_CLOEXEC)
+                shards.append((fd, None, f))
+                shards[-1] = (fd, _read_header(fd, f), f)
+            _checkpoint.check_index(checkpoint,
+                                    [[e.name for e in h.entries] for _, h, _ in shards])
+            if len({e.name for _, h, _ in shards for e in h.entries}) != \
+                    sum(len(h.entries) for _, h, _ in shards):
+                seen = {}
+                for _, header, f in shards:
+                    for e in header.entries:
+                        if e.name in seen:
+                            raise _checkpoint.CheckpointIndexError(
+                                f"tensor {e.name!r} is in both {seen[e.name]} and {f}")
+                        seen[e.name] = f
+        except BaseException:
+            for fd, _, _ in shards:
+                _os.close(fd)
+            raise
     return shards
 
 
@@ -229,14 +231,32 @@ def _check_io(io):
         raise ValueError(f"io={io!r}: one of {', '.join(repr(m) for m in _IO_MODES)}")
 
 
+# A shard larger than _SAMPLES * _SAMPLE_BYTES * 2 has its residency
+# sampled: cachestat() walks every page of its range (about 14 ms for a
+# 3 GB file on the H200), a few windows tell cached from cold as well.
+_SAMPLES = 16
+_SAMPLE_BYTES = 2 << 20
+
+
 def _cold(fd, header):
     """Whether less than half of a shard's data is in the page cache (one
-    query); a file whose residency cannot be told is read buffered."""
+    query, or one per sampled window of a large shard); a file whose
+    residency cannot be told is read buffered."""
+    start, n = header.data_start, header.data_bytes
+    if n <= _SAMPLES * _SAMPLE_BYTES * 2:
+        windows = [(start, n)]
+    else:
+        step = (n - _SAMPLE_BYTES) // (_SAMPLES - 1)
+        windows = [(start + k * step, _SAMPLE_BYTES) for k in range(_SAMPLES)]
+    resident = total = 0
     try:
-        r = _svmbatch.page_cache_residency(fd, header.data_start, header.data_bytes)
+        for offset, length in windows:
+            r = _svmbatch.page_cache_residency(fd, offset, length)
+            resident += r.resident_pages
+            total += r.total_pages
     except _svmbatch_error:
         return False
-    return r.resident_pages * 2 < r.total_pages
+    return resident * 2 < total
 
 
 def _open_direct(shards, wanted, io, direct):
@@ -390,22 +410,24 @@ def load_safetensors(path: _Path, device: _typing.Union[_torch.device, str, int]
     if early is not None and (early.type == "cuda" or staged):
         pending = _staging.prepare(early, context, threads, staging_bytes, chunk_bytes)
     try:
-        with _opened(path, device, names, io) as (shards, wanted, make, device, direct):
-            timer.step("open")
-            if device.type == "cuda" or staged or any(fd is not None for fd in direct):
-                if allocate == "block":
-                    if pending is None:
-                        pending = _staging.prepare(device, context, threads, staging_bytes,
-                                                   chunk_bytes)
-                    reader, pending = pending, None
-                    out = _load_blocks(shards, wanted, make.specs, device, reader, direct, timer)
-                    return {k: _converted(v, dtype) for k, v in out.items()}
-                return dict(_read_rounds(shards, wanted, make, device, dtype, threads, context,
-                                         staging_bytes, chunk_bytes, direct, 1 << 62))
-            outputs = {e.name: make(e) for entries in wanted for e in entries}
-            for (fd, header, f), entries in zip(shards, wanted):
-                _load_cpu(fd, entries, header, outputs, f, threads, context)
-        return {k: _converted(v, dtype) for k, v in outputs.items()}
+        with _staging.no_gc():
+            with _opened(path, device, names, io) as (shards, wanted, make, device, direct):
+                timer.step("open")
+                if device.type == "cuda" or staged or any(fd is not None for fd in direct):
+                    if allocate == "block":
+                        if pending is None:
+                            pending = _staging.prepare(device, context, threads, staging_bytes,
+                                                       chunk_bytes)
+                        reader, pending = pending, None
+                        out = _load_blocks(shards, wanted, make.specs, device, reader, direct,
+                                           timer)
+                        return {k: _converted(v, dtype) for k, v in out.items()}
+                    return dict(_read_rounds(shards, wanted, make, device, dtype, threads, context,
+                                             staging_bytes, chunk_bytes, direct, 1 << 62))
+                outputs = {e.name: make(e) for entries in wanted for e in entries}
+                for (fd, header, f), entries in zip(shards, wanted):
+                    _load_cpu(fd, entries, header, outputs, f, threads, context)
+            return {k: _converted(v, dtype) for k, v in outputs.items()}
     finally:
         if pending is not None:
             pending.give_back()
