@@ -47,12 +47,15 @@ class Baseline:
 
 
 def cuda_up():
-    """CUDA initialised before a baseline is taken: the driver's own fds
-    live as long as the process, and the first test to touch CUDA (in
-    whatever order the tests run) must not be blamed for them."""
+    """CUDA (and svmbatch's CUDA backend) up before a baseline is taken:
+    the driver's own fds live as long as the process, and the first test
+    to touch CUDA (in whatever order the tests run) must not be blamed
+    for them."""
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_available():
-        torch.cuda.init()
+        torch.empty(1, device="cuda")  # the primary context, and its fds
+        from svmbatch import _torch_common
+        _torch_common.cuda_backend()  # kept for the process's life
 
 
 def release_staging():
