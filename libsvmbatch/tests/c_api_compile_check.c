@@ -8,6 +8,7 @@
 int svmbatch_c_api_userspace_roundtrip(void);
 int svmbatch_c_api_open_mode(int mode);
 int svmbatch_c_api_deprecated_names(void);
+int svmbatch_c_api_extent_read(int fd, void *dst, size_t len);
 
 int svmbatch_c_api_userspace_roundtrip(void)
 {
@@ -69,3 +70,28 @@ int svmbatch_c_api_deprecated_names(void)
 	return ret;
 }
 #pragma GCC diagnostic pop
+
+/* len bytes of fd from offset 1000 to dst, through an extent reader. */
+int svmbatch_c_api_extent_read(int fd, void *dst, size_t len)
+{
+	struct svmbatch_extent_reader_options o = {0};
+	struct svmbatch_extent e = {fd, 0, 1000, len, (uint64_t)(uintptr_t)dst};
+	struct svmbatch_extent_result res;
+	svmbatch_extent_reader *r = NULL;
+	svmbatch_ctx *ctx = NULL;
+	size_t bad;
+	int ret;
+
+	o.staging_bytes = 4 * 16384;
+	o.chunk_bytes = 16384;
+	ret = svmbatch_ctx_open(SVMBATCH_MODE_USERSPACE, NULL, &ctx);
+	if (!ret)
+		ret = svmbatch_extent_reader_create(ctx, &o, -1, &r);
+	if (!ret)
+		ret = svmbatch_extent_read(r, &e, 1, 0, &res, &bad);
+	if (!ret && (res.status || res.flags || res.bytes != len))
+		ret = -EPROTO;
+	svmbatch_extent_reader_destroy(r);
+	svmbatch_ctx_close(ctx);
+	return ret;
+}

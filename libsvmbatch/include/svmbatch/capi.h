@@ -308,6 +308,66 @@ SVMBATCH_API int svmbatch_arena_get_info(const svmbatch_arena *arena,
 					 struct svmbatch_arena_info *info);
 
 /*
+ * Extent readers (Documentation/library.rst, "ExtentReader"): extents of
+ * files read into host memory, or into a CUDA device's, through a ring of
+ * staging chunks registered (and mapped for the device) once, on every
+ * core.  A zeroed svmbatch_extent_reader_options (or NULL) takes the
+ * defaults.
+ */
+typedef struct svmbatch_extent_reader svmbatch_extent_reader;
+
+struct svmbatch_extent_reader_options {
+	size_t staging_bytes; /* the ring, at least two chunks; 0: 64 MiB */
+	size_t chunk_bytes; /* a multiple of 4096; 0: 4 MiB */
+	unsigned int threads; /* 0: the CPUs, at most 16 */
+	unsigned int queue_depth; /* reads in flight per ring; 0: 32 */
+	size_t max_io_bytes; /* the largest single read; 0: 1 MiB */
+	size_t direct_alignment; /* O_DIRECT fds: reads on max(this, 4096); 0: 512 */
+	const char *cuda_library; /* with a CUDA device; NULL: libcuda.so.1 */
+};
+
+/*
+ * length bytes of fd at file_offset, to dst: a host address, or a device
+ * address of a reader created for a CUDA device.  fd may be O_DIRECT.
+ */
+struct svmbatch_extent {
+	int32_t fd;
+	uint32_t reserved; /* 0 */
+	uint64_t file_offset;
+	uint64_t length;
+	uint64_t dst;
+};
+
+/* svmbatch_extent_result.flags: status is that of queueing the device copy. */
+#define SVMBATCH_EXTENT_COPY_FAILED (1U << 0)
+
+struct svmbatch_extent_result {
+	int32_t status; /* 0, or -errno: -ENODATA when the file ended first */
+	uint32_t flags; /* SVMBATCH_EXTENT_* */
+	uint64_t bytes; /* the bytes that arrived at dst */
+};
+
+/*
+ * cuda_device -1: host destinations; else the staging is mapped for that
+ * CUDA device (-EOPNOTSUPP from a library built without CUDA).
+ */
+SVMBATCH_API int svmbatch_extent_reader_create(svmbatch_ctx *ctx,
+					       const struct svmbatch_extent_reader_options *options,
+					       int cuda_device, svmbatch_extent_reader **reader);
+/*
+ * Read every extent to its dst; results[i] says how extent i ended.  With
+ * a CUDA device the copies go on cuda_stream (a CUstream; 0: the legacy
+ * default stream), and the call returns once they ended.  Invalid extents
+ * are refused before anything is read, with *failed_index.  One thread at
+ * a time per reader.
+ */
+SVMBATCH_API int svmbatch_extent_read(svmbatch_extent_reader *reader,
+				      const struct svmbatch_extent *extents, size_t nr_extents,
+				      uint64_t cuda_stream, struct svmbatch_extent_result *results,
+				      size_t *failed_index);
+SVMBATCH_API void svmbatch_extent_reader_destroy(svmbatch_extent_reader *reader);
+
+/*
  * Page-cache residency of [offset, offset + length) of the regular file
  * open at fd (length 0: to the end of the file), in pages of page_size
  * bytes: by cachestat() where the kernel has it, else mmap() + mincore().
