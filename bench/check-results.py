@@ -592,6 +592,11 @@ def recompute_loaders_harness(r: dict, rc: Recompute) -> None:
             stats = harness.row_stats(row, cell["bytes"])
             _same_tree(rc, f"{where}.rows.{rname}", row,
                        {k: v for k, v in stats.items() if k in row})
+        if "summary" not in cell and any(len(row.get("reps", [])) < cell["reps"]
+                                         for row in cell["rows"].values()):
+            # The run ended inside this cell (killed at its time limit):
+            # it has no summary, so nothing of it can be cited as one.
+            continue
         summary = harness.summarize_cell(cell)
         _same_tree(rc, f"{where}.summary", cell.get("summary"), summary)
         if cname in (r.get("summary") or {}):
