@@ -422,6 +422,15 @@ public:
 		run(fences_[slot]);
 		return 0;
 	}
+	int synchronize() noexcept override
+	{
+		if (fail_wait_ != 0)
+			return fail_wait_;
+		for (std::size_t k = 0; k < recorded_.size(); k++)
+			recorded_[k] = false;
+		run(queued_.size());
+		return 0;
+	}
 	unsigned slots() const noexcept override { return static_cast<unsigned>(fences_.size()); }
 	long driver_status() const noexcept override { return 0; }
 

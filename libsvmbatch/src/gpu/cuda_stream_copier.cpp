@@ -39,12 +39,13 @@ public:
 	CudaFences &operator=(CudaFences &&) = delete;
 	~CudaFences()
 	{
-		(void)in_context([&] {
-			for (unsigned s = 0; s < events_.size(); s++)
-				(void)wait_current(s);
-			release();
-			return 0;
-		});
+		if (in_context([&] {
+			    for (unsigned s = 0; s < events_.size(); s++)
+				    (void)wait_current(s);
+			    release();
+			    return 0;
+		    }) < 0)
+			release(); // without the context, rather than leak the events
 	}
 
 	int copy(std::uint64_t dst, const void *src, std::size_t n) noexcept
@@ -70,6 +71,14 @@ public:
 		if (!events_[slot].recorded)
 			return 0;
 		return in_context([&] { return wait_current(slot); });
+	}
+	int synchronize() noexcept
+	{
+		return in_context([&] {
+			for (Fence &f : events_)
+				f.recorded = false;
+			return status(driver().stream_synchronize(stream_));
+		});
 	}
 	unsigned slots() const noexcept { return static_cast<unsigned>(events_.size()); }
 	long driver_status() const noexcept { return last_; }
@@ -126,8 +135,7 @@ CudaStreamCopier::CudaStreamCopier(const CudaBackend &gpu, std::uintptr_t stream
 	: fences_(std::make_unique<detail::CudaFences>(gpu.context(),
 						       reinterpret_cast<detail::cu::Stream>(stream),
 						       slots))
-{
-}
+{}
 
 CudaStreamCopier::~CudaStreamCopier() = default;
 
@@ -144,6 +152,11 @@ int CudaStreamCopier::fence(unsigned slot) noexcept
 int CudaStreamCopier::wait(unsigned slot) noexcept
 {
 	return fences_->wait(slot);
+}
+
+int CudaStreamCopier::synchronize() noexcept
+{
+	return fences_->synchronize();
 }
 
 unsigned CudaStreamCopier::slots() const noexcept

@@ -133,8 +133,7 @@ private:
 		      std::vector<ExtentResult> &out);
 };
 
-ExtentStaging::ExtentStaging(Context &context, const ExtentReaderOptions &options,
-			     GpuBackend *gpu)
+ExtentStaging::ExtentStaging(Context &context, const ExtentReaderOptions &options, GpuBackend *gpu)
 	: chunk_bytes(options.chunk_bytes)
 {
 	align = std::max(options.io.direct_alignment, page);
@@ -223,7 +222,8 @@ void ExtentStaging::copy_out(const ExtentPlan &plan, Batch &batch, StreamCopier 
 			}
 			if (copier == nullptr) {
 				// NOLINTNEXTLINE(performance-no-int-to-ptr): the caller's host address
-				std::memcpy(reinterpret_cast<void *>(static_cast<std::uintptr_t>(piece.dst)),
+				std::memcpy(reinterpret_cast<void *>(
+						    static_cast<std::uintptr_t>(piece.dst)),
 					    chunk + piece.at, piece.length);
 			} else if (int rc = copier->copy(piece.dst, chunk + piece.at, piece.length);
 				   rc < 0) {
@@ -246,8 +246,7 @@ void ExtentStaging::copy_out(const ExtentPlan &plan, Batch &batch, StreamCopier 
 	}
 }
 
-std::vector<ExtentResult> ExtentStaging::read(std::span<const Extent> extents,
-					      StreamCopier *copier)
+std::vector<ExtentResult> ExtentStaging::read(std::span<const Extent> extents, StreamCopier *copier)
 {
 	auto start = Clock::now();
 	last = {};
@@ -256,7 +255,8 @@ std::vector<ExtentResult> ExtentStaging::read(std::span<const Extent> extents,
 		const Extent &e = extents[i];
 		if (e.fd < 0)
 			throw Error(EINVAL, Step::Validate,
-				    "extent " + std::to_string(i) + ": fd " + std::to_string(e.fd), i);
+				    "extent " + std::to_string(i) + ": fd " + std::to_string(e.fd),
+				    i);
 		if (e.length != 0 && e.dst == 0)
 			throw Error(EINVAL, Step::Validate,
 				    "extent " + std::to_string(i) + ": no destination", i);
@@ -273,7 +273,8 @@ std::vector<ExtentResult> ExtentStaging::read(std::span<const Extent> extents,
 		int d = direct_fd(e.fd);
 		if (d < 0)
 			throw Error(-d, Step::Validate,
-				    "extent " + std::to_string(i) + ": fd " + std::to_string(e.fd), i);
+				    "extent " + std::to_string(i) + ": fd " + std::to_string(e.fd),
+				    i);
 		direct[i] = d == 1;
 	}
 	if (copier != nullptr && copier->slots() < groups)
@@ -294,11 +295,13 @@ std::vector<ExtentResult> ExtentStaging::read(std::span<const Extent> extents,
 		for (Batch &b : pending) {
 			try {
 				(void)b.io.wait();
-			} catch (...) { // NOLINT(bugprone-empty-catch): the first error is on its way
+			} catch (
+				...) { // NOLINT(bugprone-empty-catch): the first error is on its way
 			}
 		}
 		pending.clear();
-		if (copier != nullptr)
+		// Every copy queued, fenced or not (a fence may have failed).
+		if (copier != nullptr && copier->synchronize() < 0)
 			for (unsigned g = 0; g < groups; g++)
 				(void)copier->wait(g);
 	};
@@ -314,7 +317,8 @@ std::vector<ExtentResult> ExtentStaging::read(std::span<const Extent> extents,
 				auto t0 = Clock::now();
 				if (int rc = copier->wait(static_cast<unsigned>(group)); rc < 0)
 					throw Error(-rc, Step::GpuCopy,
-						    std::string("ExtentReader: waiting for copies on ") +
+						    std::string(
+							    "ExtentReader: waiting for copies on ") +
 							    copier->name(),
 						    Error::no_index, copier->driver_status());
 				last.wait_copy_ns += ns_since(t0);
@@ -339,7 +343,8 @@ std::vector<ExtentResult> ExtentStaging::read(std::span<const Extent> extents,
 			for (unsigned g = 0; g < groups; g++)
 				if (int rc = copier->wait(g); rc < 0)
 					throw Error(-rc, Step::GpuCopy,
-						    std::string("ExtentReader: waiting for copies on ") +
+						    std::string(
+							    "ExtentReader: waiting for copies on ") +
 							    copier->name(),
 						    Error::no_index, copier->driver_status());
 			last.wait_copy_ns += ns_since(t0);
@@ -354,18 +359,15 @@ std::vector<ExtentResult> ExtentStaging::read(std::span<const Extent> extents,
 
 } // namespace detail
 
-ExtentReader::ExtentReader(Context &context, const ExtentReaderOptions &options,
-			   GpuBackend *gpu)
+ExtentReader::ExtentReader(Context &context, const ExtentReaderOptions &options, GpuBackend *gpu)
 	: staging_(std::make_unique<detail::ExtentStaging>(context, options, gpu))
-{
-}
+{}
 
 ExtentReader::ExtentReader(ExtentReader &&) noexcept = default;
 ExtentReader &ExtentReader::operator=(ExtentReader &&) noexcept = default;
 ExtentReader::~ExtentReader() = default;
 
-std::vector<ExtentResult> ExtentReader::read(std::span<const Extent> extents,
-					     StreamCopier *copier)
+std::vector<ExtentResult> ExtentReader::read(std::span<const Extent> extents, StreamCopier *copier)
 {
 	return staging_->read(extents, copier);
 }

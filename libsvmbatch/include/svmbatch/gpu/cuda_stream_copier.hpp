@@ -35,6 +35,8 @@ public:
 	int copy(std::uint64_t dst, const void *src, std::size_t n) noexcept override;
 	int fence(unsigned slot) noexcept override;
 	int wait(unsigned slot) noexcept override;
+	/// cuStreamSynchronize of the caller's stream.
+	int synchronize() noexcept override;
 	unsigned slots() const noexcept override;
 	long driver_status() const noexcept override;
 

@@ -35,6 +35,10 @@ public:
 	/// Block until fence `slot` passed; at once for a slot never fenced.
 	/// 0, or -errno when the driver reports the queue failed.
 	virtual int wait(unsigned slot) noexcept = 0;
+	/// Block until every copy queued so far ended, fenced or not: what
+	/// a caller does before reusing host memory after a fence failed.
+	/// 0 or -errno.
+	virtual int synchronize() noexcept = 0;
 	virtual unsigned slots() const noexcept = 0;
 	/// The driver's status of the last call that failed (a CUresult).
 	virtual long driver_status() const noexcept = 0;
