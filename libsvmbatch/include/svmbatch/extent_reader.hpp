@@ -32,9 +32,10 @@ struct Extent {
 
 /// How one extent ended.  err is 0 when all its bytes arrived, else the
 /// errno of its first piece that failed: the read's own (ENODATA when the
-/// file ended first), or,
-/// with copy set, that of queueing its copy to the device.  bytes counts
-/// the bytes that arrived either way.
+/// file ended first), or, with copy set, that of queueing its copy to the
+/// device.  bytes counts the bytes copied out to dst either way: a piece
+/// (the part of an extent in one chunk read) that arrived only in part is
+/// not copied.
 struct ExtentResult {
 	int err = 0;
 	std::size_t bytes = 0;
@@ -99,8 +100,9 @@ public:
 	/// Read every extent to its dst and return one result per extent, in
 	/// order, once every byte arrived: for device memory (copier given),
 	/// once every copy ended.  Invalid extents (fd < 0, dst 0 with a
-	/// length, a range past 2^63) are refused before anything is read with
-	/// Error(EINVAL, Step::Validate, index of the extent).  A ring that
+	/// length, an offset or a length past 2^62) are refused before
+	/// anything is read with Error(EINVAL, Step::Validate, index of the
+	/// extent).  A ring that
 	/// fails throws Step::IoUringSubmit, after every read and copy in
 	/// flight ended.
 	std::vector<ExtentResult> read(std::span<const Extent> extents,

@@ -123,19 +123,22 @@ void bind_transfer(py::module_ &m)
 			     o.staging_bytes = staging_bytes;
 			     o.chunk_bytes = chunk_bytes;
 			     o.io.threads = threads;
-			     return std::make_shared<PyExtentReader>(context, std::move(backend), o);
+			     return std::make_shared<PyExtentReader>(context, std::move(backend),
+								     o);
 		     }),
 		     py::arg("context"), py::arg("backend") = nullptr,
 		     py::arg("staging_bytes") = std::size_t{64} << 20,
 		     py::arg("chunk_bytes") = std::size_t{4} << 20, py::arg("threads") = 0,
 		     "file extents into memory through a registered staging ring (mapped for "
 		     "backend's GPU where given)")
-		.def("read", &PyExtentReader::read, py::arg("extents"), py::arg("stream") = py::none(),
+		.def("read", &PyExtentReader::read, py::arg("extents"),
+		     py::arg("stream") = py::none(),
 		     "(fd, file_offset, length, dst) each: host addresses, or device addresses "
 		     "copied on CUstream `stream`; one (err, bytes, copy) each")
 		.def_property_readonly("setup",
 				       [](PyExtentReader &r) {
-					       std::vector<std::pair<std::string, std::uint64_t>> out;
+					       std::vector<std::pair<std::string, std::uint64_t>>
+						       out;
 					       for (const ExtentReaderStep &s : r.get().setup())
 						       out.emplace_back(s.name, s.ns);
 					       return out;
@@ -155,7 +158,8 @@ void bind_transfer(py::module_ &m)
 		.def_property_readonly("chunk_bytes",
 				       [](PyExtentReader &r) { return r.get().chunk_bytes(); })
 		.def_property_readonly("chunks", [](PyExtentReader &r) { return r.get().chunks(); })
-		.def_property_readonly("threads", [](PyExtentReader &r) { return r.get().threads(); })
+		.def_property_readonly("threads",
+				       [](PyExtentReader &r) { return r.get().threads(); })
 		.def("close", &PyExtentReader::close)
 		.def_property_readonly("closed", &PyExtentReader::closed)
 		.def("__enter__", [](py::object self) { return self; })

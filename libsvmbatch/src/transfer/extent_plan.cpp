@@ -44,7 +44,8 @@ ExtentPlan plan_extents(std::span<const Extent> extents, std::span<const bool> d
 			ChunkRead r;
 			r.fd = extents[i].fd;
 			r.file_offset = at;
-			r.length = static_cast<std::size_t>(std::min<std::uint64_t>(chunk_bytes, high - at));
+			r.length = static_cast<std::size_t>(
+				std::min<std::uint64_t>(chunk_bytes, high - at));
 			r.first = plan.pieces.size();
 			std::uint64_t lo = std::max(at, begin);
 			std::uint64_t hi = std::min(at + r.length, end);

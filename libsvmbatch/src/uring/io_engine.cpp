@@ -142,7 +142,8 @@ void IoEngine::add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned
 	auto make = [&](unsigned i) {
 		try {
 			made[i].ring = std::make_unique<PrivateRing>(depth);
-			made[i].ring->hold(fixed.mirror(made[i].ring->ring(), clone, made[i].cloned));
+			made[i].ring->hold(
+				fixed.mirror(made[i].ring->ring(), clone, made[i].cloned));
 		} catch (...) {
 			made[i].error = std::current_exception();
 		}
