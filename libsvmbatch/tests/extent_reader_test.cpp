@@ -426,8 +426,7 @@ public:
 	{
 		if (fail_wait_ != 0)
 			return fail_wait_;
-		for (std::size_t k = 0; k < recorded_.size(); k++)
-			recorded_[k] = false;
+		std::fill(recorded_.begin(), recorded_.end(), false);
 		run(queued_.size());
 		return 0;
 	}

@@ -130,11 +130,18 @@ private:
 
 } // namespace detail
 
-CudaStreamCopier::CudaStreamCopier(const CudaBackend &gpu, std::uintptr_t stream, unsigned slots)
+namespace {
+
+detail::cu::Stream as_stream(std::uintptr_t stream) noexcept
+{
 	// NOLINTNEXTLINE(performance-no-int-to-ptr): a CUstream handed over as an integer
-	: fences_(std::make_unique<detail::CudaFences>(gpu.context(),
-						       reinterpret_cast<detail::cu::Stream>(stream),
-						       slots))
+	return reinterpret_cast<detail::cu::Stream>(stream);
+}
+
+} // namespace
+
+CudaStreamCopier::CudaStreamCopier(const CudaBackend &gpu, std::uintptr_t stream, unsigned slots)
+	: fences_(std::make_unique<detail::CudaFences>(gpu.context(), as_stream(stream), slots))
 {}
 
 CudaStreamCopier::~CudaStreamCopier() = default;

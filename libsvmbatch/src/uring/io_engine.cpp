@@ -158,7 +158,7 @@ void IoEngine::add_private_rings(const FixedBuffers &fixed, unsigned n, unsigned
 				threads.emplace_back(make, i);
 		} catch (...) {
 			// No thread to spare: the rest made here, one by one.
-			for (unsigned i = static_cast<unsigned>(threads.size()); i < n; i++)
+			for (auto i = static_cast<unsigned>(threads.size()); i < n; i++)
 				make(i);
 		}
 		for (std::thread &t : threads)

@@ -531,7 +531,7 @@ EXPORT int cuMemcpyHtoDAsync_v2(unsigned long long dst, const void *src, size_t 
 			deferred = grown;
 			deferred_cap = cap;
 		}
-		deferred[deferred_queued++] = (struct fake_copy){ dst, src, n };
+		deferred[deferred_queued++] = (struct fake_copy){dst, src, n};
 	} else {
 		memcpy((void *)(uintptr_t)dst, src, n);
 	}
