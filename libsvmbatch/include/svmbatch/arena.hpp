@@ -35,7 +35,8 @@ struct ArenaOptions {
 	int numa_node = -1;
 	/// Every block starts at a multiple of it (a power of two).
 	std::size_t alignment = 256;
-	/// Threads that fault the pages in; 0: the CPUs, at most 16.
+	/// Threads that fault the pages in; 0: the CPUs this process may run
+	/// on, at most 16.
 	unsigned prefault_threads = 0;
 	/// Map the arena once for this backend (gpu_mapping()); nullptr: none.
 	GpuBackend *backend = nullptr;

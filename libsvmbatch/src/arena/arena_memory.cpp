@@ -15,6 +15,8 @@
 
 #include <svmbatch/error.hpp>
 
+#include "core/cpus.hpp"
+
 namespace svmbatch::detail {
 
 namespace {
@@ -153,9 +155,7 @@ void ArenaMemory::prefault(std::size_t offset, std::size_t bytes, unsigned threa
 	const auto page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
 	const std::size_t unit = fault_unit();
 	const std::size_t pages = bytes / unit;
-	unsigned n = threads != 0 ?
-			     threads :
-			     std::min(16U, std::max(1U, std::thread::hardware_concurrency()));
+	unsigned n = threads != 0 ? threads : default_threads();
 	n = static_cast<unsigned>(
 		std::min<std::size_t>(n, std::max<std::size_t>(1, bytes / prefault_unit)));
 	std::atomic<int> first_error{0};

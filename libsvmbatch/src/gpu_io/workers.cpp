@@ -4,8 +4,6 @@
 
 #include <svmbatch/error.hpp>
 
-#include <sched.h>
-
 #include <algorithm>
 #include <cerrno>
 #include <deque>
@@ -13,6 +11,7 @@
 #include <utility>
 
 #include "core/cpu_relax.hpp"
+#include "core/cpus.hpp"
 #include "core/thread_name.hpp"
 
 namespace svmbatch::detail {
@@ -21,7 +20,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr unsigned max_default_threads = 16;
 constexpr unsigned max_threads = 256;
 constexpr unsigned max_depth = 4096;
 /// Pieces a thread's queue holds.
@@ -51,19 +49,6 @@ constexpr std::uint64_t spin_in_flight_bytes = 256 << 10;
 /// wait_ns instead, each thread woke about ten times a read for nothing,
 /// and the wake-ups took cores from the workers.
 constexpr long sleep_wait_ns = 1'000'000;
-
-/// The CPUs this process may run on, less one for the pump, at most 16.
-unsigned default_threads()
-{
-	cpu_set_t set;
-	int n = 0;
-
-	if (::sched_getaffinity(0, sizeof(set), &set) == 0)
-		n = CPU_COUNT(&set);
-	if (n <= 0)
-		n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-	return std::clamp(static_cast<unsigned>(n) - 1, 1u, max_default_threads);
-}
 
 } // namespace
 
@@ -413,7 +398,7 @@ IoWorkers::IoWorkers(const Registration &registration, const IoOptions &options,
 		     IoCompletionSink &sink)
 {
 	const unsigned threads =
-		std::min(options.threads ? options.threads : default_threads(), max_threads);
+		std::min(options.threads ? options.threads : default_threads(1), max_threads);
 	const unsigned depth = std::clamp(options.queue_depth, 1u, max_depth);
 	Parallelism p = threads == 1 ? Parallelism::RingPerThread : options.parallelism;
 	const unsigned depth0 = p == Parallelism::AsyncWorkers ?

@@ -6,7 +6,6 @@
 #include <svmbatch/error.hpp>
 
 #include <liburing.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -18,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cpus.hpp"
 #include "uring/driver_pool.hpp"
 #include "uring/io_plan.hpp"
 #include "uring/io_run.hpp"
@@ -26,22 +26,8 @@ namespace svmbatch::detail {
 
 namespace {
 
-/* Beyond this, more threads only add rings and memory. */
-constexpr unsigned max_default_threads = 16;
 constexpr unsigned max_threads = 256;
 constexpr unsigned max_private_depth = 4096;
-
-unsigned default_threads()
-{
-	cpu_set_t set;
-	int n = 0;
-
-	if (::sched_getaffinity(0, sizeof(set), &set) == 0)
-		n = CPU_COUNT(&set);
-	if (n <= 0)
-		n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-	return std::min(static_cast<unsigned>(n), max_default_threads);
-}
 
 } // namespace
 
