@@ -432,39 +432,74 @@ def iter_safetensors_distributed(
     # A piece is broadcast (one collective, its Python around it) once read:
     # each rank reads about 4 a round, in chunk_bytes through its ring.
     piece_bytes = max(64 << 10, round_bytes // (4 * comm.world))
-    outputs = {}
-    scratch = {}
+    load = _DistributedLoad(comm, group, device, dtype)
+    with _contextlib.ExitStack() as stack:
+        load.open(stack, path, names, io, shard_fn, piece_bytes, round_bytes,
+                  (threads, context, staging_bytes, chunk_bytes))
+        rounds = len(load.plan.rounds)
+        for n in range(rounds):
+            load.read(n)
+            if n:
+                # Raises on every rank if round n - 1 failed anywhere: before
+                # anyone broadcasts round n.
+                yield from load.hand_out(n - 1)
+            load.allocate_next(n)
+            load.move(n)
+        yield from load.hand_out(rounds - 1)
 
-    def output(item):
-        t = outputs.get(item.entry.name)
+
+class _DistributedLoad:
+    """One rank's side of iter_safetensors_distributed: its outputs and
+    scratch blocks, its reader's stream of pieces, the failure it will
+    tell, and a method per step of a round (read, hand out, allocate the
+    next, agree and move)."""
+
+    def __init__(self, comm, group, device, dtype):
+        self.comm = comm
+        self.group = group
+        self.device = device
+        self.dtype = dtype
+        self.outputs = {}
+        self.scratch = {}
+        self.plan = None
+        self.stream = None
+        self.failure = None
+        self.digest = bytes(_DIGEST)
+        self.handed = 0
+        self.moved = []  # the previous round's broadcasts: (piece, work)
+        self.agreeing = None  # the previous round's agreed point, started
+
+    def output(self, item):
+        t = self.outputs.get(item.entry.name)
         if t is None:
-            t = outputs[item.entry.name] = _torch.empty(
-                _slice_shape(item.shape, item.slices[comm.rank]), dtype=item.dtype,
-                device=device)
+            t = self.outputs[item.entry.name] = _torch.empty(
+                _slice_shape(item.shape, item.slices[self.comm.rank]), dtype=item.dtype,
+                device=self.device)
         return t
 
-    def target(p):
+    def target(self, p):
         """The memory a piece is read or received into (made once: it is
         asked for as the round is allocated, read and moved)."""
         if p.view is not None:
             return p.view
         if p.kind == "block":
-            p.view = scratch[p.key] = _torch.empty(p.end - p.begin, dtype=_torch.uint8,
-                                                   device=device)
+            p.view = self.scratch[p.key] = _torch.empty(p.end - p.begin, dtype=_torch.uint8,
+                                                        device=self.device)
             return p.view
-        sl = p.item.slices[comm.rank] if p.kind == "own" else None
-        flat = _common.bytes_of(output(p.item))
+        sl = p.item.slices[self.comm.rank] if p.kind == "own" else None
+        flat = _common.bytes_of(self.output(p.item))
         e = p.item.entry
         lo = e.begin if sl is None else e.begin + sl.start * (e.nbytes // p.item.shape[sl.dim])
         p.view = flat[p.begin - lo:p.end - lo]
         return p.view
 
-    def cut(p):
+    def cut(self, p):
         """This rank's part of a broadcast block, into its tensor."""
         item = p.item
-        sl = item.slices[comm.rank]
-        block = scratch.pop(p.key).view(item.dtype).view((p.row1 - p.row0,) + item.shape[1:])
-        out = output(item)
+        sl = item.slices[self.comm.rank]
+        block = self.scratch.pop(p.key).view(item.dtype).view(
+            (p.row1 - p.row0,) + item.shape[1:])
+        out = self.output(item)
         if sl is None:
             out[p.row0:p.row1].copy_(block)
         elif sl.dim == 0:
@@ -474,101 +509,105 @@ def iter_safetensors_distributed(
         else:
             out[p.row0:p.row1].copy_(block.narrow(sl.dim, sl.start, sl.length))
 
-    def allocate(n):
+    def allocate(self, n):
         """Round n's targets of the pieces it moves, before the agreed point
         that precedes its broadcasts: a rank short of memory fails there,
         not halfway through them.  (A rank's own slices are made as read.)"""
-        for p in plan.rounds[n]:
+        for p in self.plan.rounds[n]:
             if p.kind != "own":
-                target(p)
+                self.target(p)
 
-    failure = None
-    plan = None
-    digest = bytes(_DIGEST)
-    with _contextlib.ExitStack() as stack:
+    def open(self, stack, path, names, io, shard_fn, piece_bytes, round_bytes, reading):
+        """Open and plan the checkpoint, start the reader's stream, make
+        round 0's targets; then the first agreed point, where every rank
+        learns whether all of them could."""
         try:
-            opened = stack.enter_context(_loading._opened(path, device, names, io))
-            plan = _Plan(opened[0], opened[1], shard_fn, comm.world, piece_bytes, round_bytes)
-            digest = plan.digest
-            stream = _stream(opened, plan, comm.rank, threads, context, staging_bytes,
-                             chunk_bytes, target)
-            stack.callback(stream.close)
-            allocate(0)
+            opened = stack.enter_context(_loading._opened(path, self.device, names, io))
+            self.plan = _Plan(opened[0], opened[1], shard_fn, self.comm.world, piece_bytes,
+                              round_bytes)
+            self.digest = self.plan.digest
+            self.stream = _stream(opened, self.plan, self.comm.rank, *reading, self.target)
+            stack.callback(self.stream.close)
+            self.allocate(0)
         except Exception as e:  # told to every rank at the first agreed point
-            failure = e
-        comm.agree(failure, digest, "opening the checkpoint")
-        rounds = len(plan.rounds)
-        handed = 0
-        moved = []  # the previous round's broadcasts: (piece, work)
-        agreeing = None  # the previous round's agreed point, started
+            self.failure = e
+        self.comm.agree(self.failure, self.digest, "opening the checkpoint")
 
-        def agreed():
-            """The previous round's agreed point, waited for; if it raises,
-            the round's broadcasts (which every rank issued) end first."""
-            nonlocal agreeing
-            started, agreeing = agreeing, None
-            try:
-                comm.finish(started)
-            except BaseException:
-                for _, work in moved:
-                    with _contextlib.suppress(Exception):  # the agreed point's error says why
-                        work.wait()
-                moved.clear()
-                raise
+    def read(self, n):
+        """This rank's pieces of round n, through its reader (a rank that
+        failed reads no further; a failure is told at the round's agreed
+        point)."""
+        if self.failure is not None:
+            return
+        try:
+            for p in self.plan.rounds[n]:
+                if p.owner == self.comm.rank:
+                    key, _ = next(self.stream)
+                    if key != p.key:
+                        raise AssertionError(f"piece {key} read where {p.key} was planned")
+        except Exception as e:
+            self.failure = e
 
-        def handed_out(n):
-            """Round n agreed on, its blocks cut, and the tensors complete by
-            its end."""
-            nonlocal handed
-            agreed()
-            for p, work in moved:
-                work.wait()  # the current stream waits for the broadcast
-                if p.kind == "block":
-                    cut(p)
-            moved.clear()
-            for p in plan.rounds[n]:
-                p.view = None  # nothing here refers to a tensor handed out
-            while handed < len(plan.items) and plan.items[handed].last_round <= n:
-                item = plan.items[handed]
-                handed += 1
-                t = output(item)
-                del outputs[item.entry.name]
-                yield item.entry.name, _loading._converted(t, dtype)
+    def agreed(self):
+        """The previous round's agreed point, waited for; if it raises,
+        the round's broadcasts (which every rank issued) end first."""
+        started, self.agreeing = self.agreeing, None
+        try:
+            self.comm.finish(started)
+        except BaseException:
+            for _, work in self.moved:
+                with _contextlib.suppress(Exception):  # the agreed point's error says why
+                    work.wait()
+            self.moved.clear()
+            raise
 
-        for n, pieces in enumerate(plan.rounds):
-            try:
-                if failure is None:  # a rank that failed reads no further
-                    for p in pieces:
-                        if p.owner == comm.rank:
-                            key, _ = next(stream)
-                            if key != p.key:
-                                raise AssertionError(f"piece {key} read where {p.key} was "
-                                                     "planned")
-            except Exception as e:  # told at this round's agreed point
-                failure = e
-            if n:
-                # Raises on every rank if round n - 1 failed anywhere: before
-                # anyone broadcasts round n.
-                yield from handed_out(n - 1)
-            try:
-                # Round n + 1's targets, told at round n's agreed point, which
-                # every rank waits for before it broadcasts into them.
-                if failure is None and n + 1 < rounds:
-                    allocate(n + 1)
-            except Exception as e:
-                failure = e
-            agreeing = comm.start(failure, digest, f"round {n + 1} of {rounds}")
-            # Asynchronous: the current stream does not wait for the
-            # broadcasts, so the next round's copies out of the ring run
-            # while they do; they are waited for (long done by then) only
-            # as the round's tensors are handed out.  Their targets were
-            # agreed on at the previous agreed point; a rank whose read
-            # failed sends what its targets hold, and the round's agreed
-            # point stops everyone before they are handed out.
-            moved = [(p, _dist.broadcast(target(p), src=comm.src(p.owner), group=group,
-                                         async_op=True))
-                     for p in pieces if p.kind != "own"]
-        yield from handed_out(rounds - 1)
+    def hand_out(self, n):
+        """Round n agreed on, its blocks cut, and the tensors complete by
+        its end, yielded."""
+        self.agreed()
+        for p, work in self.moved:
+            work.wait()  # the current stream waits for the broadcast
+            if p.kind == "block":
+                self.cut(p)
+        self.moved.clear()
+        for p in self.plan.rounds[n]:
+            p.view = None  # nothing here refers to a tensor handed out
+        items = self.plan.items
+        while self.handed < len(items) and items[self.handed].last_round <= n:
+            item = items[self.handed]
+            self.handed += 1
+            t = self.outputs.pop(item.entry.name, None)
+            if t is None:
+                t = self.output(item)
+                del self.outputs[item.entry.name]
+            yield item.entry.name, _loading._converted(t, self.dtype)
+            del t
+
+    def allocate_next(self, n):
+        """Round n + 1's targets, told at round n's agreed point, which
+        every rank waits for before it broadcasts into them."""
+        try:
+            if self.failure is None and n + 1 < len(self.plan.rounds):
+                self.allocate(n + 1)
+        except Exception as e:
+            self.failure = e
+
+    def move(self, n):
+        """Start round n's agreed point, then its broadcasts.
+
+        Asynchronous: the current stream does not wait for the broadcasts,
+        so the next round's copies out of the ring run while they do; they
+        are waited for (long done by then) only as the round's tensors are
+        handed out.  Their targets were agreed on at the previous agreed
+        point; a rank whose read failed sends what its targets hold, and
+        the round's agreed point stops everyone before they are handed
+        out."""
+        pieces = self.plan.rounds[n]
+        self.agreeing = self.comm.start(self.failure, self.digest,
+                                        f"round {n + 1} of {len(self.plan.rounds)}")
+        self.moved = [(p, _dist.broadcast(self.target(p), src=self.comm.src(p.owner),
+                                          group=self.group, async_op=True))
+                      for p in pieces if p.kind != "own"]
 
 
 def load_safetensors_distributed(
