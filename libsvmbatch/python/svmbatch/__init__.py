@@ -26,6 +26,7 @@ from ._svmbatch import (
     BufferSharing,
     Context,
     DmaBuf,
+    ExtentReader,
     GpuAddressKind,
     GpuBackend,
     GpuMapping,
@@ -73,7 +74,7 @@ def check(results: _typing.Sequence[IoResult],
 
 __all__ = [
     "Arena", "ArenaFullError", "BufferSharing", "Context", "CudaBackend", "CudaMemory",
-    "DmaBuf", "Error", "GpuAddressKind", "GpuBackend", "GpuMapping", "Info", "IoBatch",
+    "DmaBuf", "Error", "ExtentReader", "GpuAddressKind", "GpuBackend", "GpuMapping", "Info", "IoBatch",
     "IoRequest", "IoResult", "Mode", "PageCacheResidency", "Parallelism", "Reader",
     "RegisteredBuffer", "Registration", "SyncMode", "Writer", "ZeBackend", "ZeMemory",
     "built_backends", "check",
