@@ -26,6 +26,7 @@
 #include <svmbatch/registration.hpp>
 
 #include "transfer/extent_plan.hpp"
+#include "uring/owned_ring.hpp"
 
 namespace svmbatch {
 
@@ -71,27 +72,6 @@ private:
 	std::size_t bytes_;
 };
 
-class Ring {
-public:
-	explicit Ring(unsigned entries)
-	{
-		int rc = io_uring_queue_init(entries, &ring_, 0);
-		if (rc < 0)
-			throw Error(-rc, Step::IoUringSubmit,
-				    "ExtentReader: io_uring_queue_init(" + std::to_string(entries) +
-					    ")");
-	}
-	Ring(const Ring &) = delete;
-	Ring &operator=(const Ring &) = delete;
-	Ring(Ring &&) = delete;
-	Ring &operator=(Ring &&) = delete;
-	~Ring() { io_uring_queue_exit(&ring_); }
-	::io_uring &get() noexcept { return ring_; }
-
-private:
-	::io_uring ring_{};
-};
-
 } // namespace
 
 class ExtentStaging {
@@ -118,7 +98,7 @@ public:
 	std::optional<Mapping> memory;
 	std::optional<Registration> registration;
 	std::optional<GpuMapping> mapping;
-	std::optional<Ring> ring;
+	std::optional<OwnedRing> ring;
 	std::optional<FixedBuffers> fixed;
 	std::optional<Reader> reader;
 
@@ -176,7 +156,7 @@ ExtentStaging::ExtentStaging(Context &context, const ExtentReaderOptions &option
 		});
 	try {
 		t0 = Clock::now();
-		ring.emplace(std::max(options.io.queue_depth, 8u));
+		ring.emplace(std::max(options.io.queue_depth, 8u), "the ExtentReader's ring");
 		steps.push_back({"ring", ns_since(t0)});
 
 		t0 = Clock::now();

@@ -21,6 +21,7 @@
 #include "uring/driver_pool.hpp"
 #include "uring/io_plan.hpp"
 #include "uring/io_run.hpp"
+#include "uring/owned_ring.hpp"
 
 namespace svmbatch::detail {
 
@@ -35,29 +36,18 @@ constexpr unsigned max_private_depth = 4096;
 /// at the same slots.
 class PrivateRing {
 public:
-	explicit PrivateRing(unsigned entries)
-	{
-		int ret = io_uring_queue_init(entries, &ring_, 0);
-		if (ret < 0)
-			throw Error(-ret, Step::IoUringRegister,
-				    "io_uring_queue_init of a private ring (" +
-					    std::to_string(entries) + " entries)");
-	}
-	~PrivateRing()
-	{
-		fixed_.reset(); /* unregistered before the ring goes */
-		io_uring_queue_exit(&ring_);
-	}
+	explicit PrivateRing(unsigned entries) : ring_(entries, "a private ring") {}
+	~PrivateRing() { fixed_.reset(); /* unregistered before the ring goes */ }
 	PrivateRing(const PrivateRing &) = delete;
 	PrivateRing &operator=(const PrivateRing &) = delete;
 	PrivateRing(PrivateRing &&) = delete;
 	PrivateRing &operator=(PrivateRing &&) = delete;
 
-	::io_uring &ring() { return ring_; }
+	::io_uring &ring() { return ring_.get(); }
 	void hold(FixedBuffers fixed) { fixed_.emplace(std::move(fixed)); }
 
 private:
-	::io_uring ring_{};
+	OwnedRing ring_;
 	std::optional<FixedBuffers> fixed_;
 };
 
